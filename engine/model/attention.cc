@@ -1,0 +1,185 @@
+// V4 attention: Q/KV projections with partial RoPE, the sliding-window ring, the compressors
+// (CSA overlapping windows, HCA plain windows), the lightning indexer's top-k, sparse attention
+// with sinks, inverse RoPE and the grouped low-rank output projection.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "engine/model/model.h"
+#include "engine/model/quant.h"
+
+namespace deepinfer {
+
+namespace {
+
+// Rounding of a finished KV row in reference numerics: FP8 QDQ of the non-RoPE part in 64s.
+void QdqKvRow(float* row, int head_dim, int rope_dim) {
+  QdqFp8Blocks(row, head_dim - rope_dim, 64, 1e-4f);
+}
+
+// Rounding of an indexer query head or key in reference numerics: Hadamard, then FP4 QDQ in 32s.
+void QdqIndexerRow(float* row, int dim) {
+  HadamardTransform(row, dim);
+  QdqFp4Blocks(row, dim, 32);
+}
+
+}  // namespace
+
+void Model::Compress(const CompressorWeights& w, CompressorState& st, const float* x,
+                     const int64_t* pos, int64_t T, const RopeTable& rope, bool indexer,
+                     std::vector<float>& rows) {
+  const int m = w.ratio, width = w.width, proj = st.proj;
+  std::vector<float> kv(T * proj), gate(T * proj);
+  be_.Linear(w.wkv, x, T, kv.data(), QuantizeActs(w.wkv));
+  be_.Linear(w.wgate, x, T, gate.data(), QuantizeActs(w.wgate));
+  const int cur = w.overlap ? m : 0;  // first row of the current window in the state
+  std::vector<float> pooled(width), normed(width), weights(2 * m);
+  for (int64_t t = 0; t < T; ++t) {
+    const int slot = static_cast<int>(pos[t] % m);
+    float* kv_row = &st.kv[static_cast<size_t>(cur + slot) * proj];
+    float* gate_row = &st.gate[static_cast<size_t>(cur + slot) * proj];
+    std::memcpy(kv_row, &kv[t * proj], proj * sizeof(float));
+    for (int c = 0; c < proj; ++c) gate_row[c] = gate[t * proj + c] + w.ape[slot * proj + c];
+    if ((pos[t] + 1) % m != 0) continue;
+
+    // Per channel softmax over the window's slots; with overlap the previous window supplies
+    // its first-series channels and the current window its second-series channels.
+    const int slots = w.overlap ? 2 * m : m;
+    for (int c = 0; c < width; ++c) {
+      float mx = -INFINITY;
+      for (int s = 0; s < slots; ++s) {
+        const int col = (w.overlap && s >= m) ? width + c : c;
+        weights[s] = st.gate[static_cast<size_t>(s) * proj + col];
+        mx = std::max(mx, weights[s]);
+      }
+      float denom = 0, acc = 0;
+      for (int s = 0; s < slots; ++s) denom += (weights[s] = std::exp(weights[s] - mx));
+      for (int s = 0; s < slots; ++s) {
+        const int col = (w.overlap && s >= m) ? width + c : c;
+        acc += weights[s] / denom * st.kv[static_cast<size_t>(s) * proj + col];
+      }
+      pooled[c] = acc;
+    }
+    be_.RmsNorm(pooled.data(), w.norm.data(), 1, width, static_cast<float>(cfg_.rms_norm_eps),
+                normed.data());
+    const int64_t first = pos[t] + 1 - m;
+    be_.Rope(normed.data(), 1, 1, width, rope, &first, false);
+    if (numerics_ == Numerics::kReference) {
+      if (indexer) QdqIndexerRow(normed.data(), width);
+      else QdqKvRow(normed.data(), width, rope.rope_dim);
+    }
+    rows.insert(rows.end(), normed.begin(), normed.end());
+    if (w.overlap) {
+      std::copy(st.kv.begin() + static_cast<size_t>(m) * proj, st.kv.end(), st.kv.begin());
+      std::copy(st.gate.begin() + static_cast<size_t>(m) * proj, st.gate.end(), st.gate.begin());
+    }
+  }
+}
+
+void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
+                             const RopeTable& rope, const float* x, const float* q_residual,
+                             const int64_t* pos, int64_t T,
+                             std::vector<std::vector<int32_t>>& selected) {
+  const int heads = cfg_.index_n_heads, dim = cfg_.index_head_dim;
+  const int m = a.index_compressor.ratio;
+  std::vector<float> q(T * heads * dim), w(T * heads);
+  be_.Linear(a.index_wq_b, q_residual, T, q.data(), QuantizeActs(a.index_wq_b));
+  be_.Rope(q.data(), T, heads, dim, rope, pos, false);
+  if (numerics_ == Numerics::kReference) {
+    for (int64_t r = 0; r < T * heads; ++r) QdqIndexerRow(&q[r * dim], dim);
+  }
+  be_.Linear(a.index_weights_proj, x, T, w.data(), QuantizeActs(a.index_weights_proj));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
+  for (float& v : w) v *= scale;
+  const int64_t n_keys = static_cast<int64_t>(cache.index_keys.size()) / dim;
+  std::vector<float> scores;
+  std::vector<int32_t> order;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t visible = std::min<int64_t>((pos[t] + 1) / m, n_keys);
+    scores.resize(visible);
+    be_.IndexerScores(&q[t * heads * dim], &w[t * heads], heads, dim, cache.index_keys.data(),
+                      visible, scores.data());
+    const int64_t k = std::min<int64_t>(cfg_.index_topk, visible);
+    order.resize(visible);
+    std::iota(order.begin(), order.end(), 0);
+    // Highest score first; equal scores keep the lower row index (deterministic tie-break).
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t i, int32_t j) {
+      return scores[i] > scores[j] || (scores[i] == scores[j] && i < j);
+    });
+    selected[t].assign(order.begin(), order.begin() + k);
+  }
+}
+
+void Model::Attention(const LayerWeights& L, LayerCache& cache, const RopeTable& rope,
+                      const float* x, const int64_t* pos, int64_t T, float* out) {
+  const AttentionWeights& a = L.attn;
+  const int H = cfg_.num_heads, D = cfg_.head_dim, r = cfg_.rope_dim, W = cache.window;
+  const int64_t qr = cfg_.q_lora_rank;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  std::vector<float> q_lat(T * qr), q_res(T * qr), q(T * H * D), kv_lat(T * D), kv(T * D);
+  be_.Linear(a.wq_a, x, T, q_lat.data(), QuantizeActs(a.wq_a));
+  be_.RmsNorm(q_lat.data(), a.q_norm.data(), T, qr, eps, q_res.data());
+  be_.Linear(a.wq_b, q_res.data(), T, q.data(), QuantizeActs(a.wq_b));
+  be_.RmsNorm(q.data(), nullptr, T * H, D, eps, q.data());
+  be_.Rope(q.data(), T, H, D, rope, pos, false);
+  be_.Linear(a.wkv, x, T, kv_lat.data(), QuantizeActs(a.wkv));
+  be_.RmsNorm(kv_lat.data(), a.kv_norm.data(), T, D, eps, kv.data());
+  be_.Rope(kv.data(), T, 1, D, rope, pos, false);
+  if (numerics_ == Numerics::kReference) {
+    for (int64_t t = 0; t < T; ++t) QdqKvRow(&kv[t * D], D, r);
+  }
+
+  if (a.has_compressor) Compress(a.compressor, cache.comp, x, pos, T, rope, false, cache.rows);
+  std::vector<std::vector<int32_t>> selected(T);
+  if (a.has_indexer) {
+    Compress(a.index_compressor, cache.index_comp, x, pos, T, rope, true, cache.index_keys);
+    SelectCompressed(a, cache, rope, x, q_res.data(), pos, T, selected);
+  }
+
+  // Candidate rows per query: its window (from this chunk or the ring), then compressed rows.
+  const int64_t p0 = pos[0];
+  const int m = L.ratio;
+  std::vector<std::vector<const float*>> rows(T);
+  std::vector<AttentionQuery> queries(T);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t P = pos[t];
+    for (int64_t s = std::max<int64_t>(0, P - W + 1); s <= P; ++s) {
+      rows[t].push_back(s >= p0 ? &kv[(s - p0) * D] : &cache.ring[(s % W) * D]);
+    }
+    if (L.type == AttnType::kHca) {
+      const int64_t visible = std::min<int64_t>((P + 1) / m, cache.n_rows());
+      for (int64_t j = 0; j < visible; ++j) rows[t].push_back(&cache.rows[j * D]);
+    } else if (L.type == AttnType::kCsa) {
+      for (int32_t j : selected[t]) rows[t].push_back(&cache.rows[static_cast<int64_t>(j) * D]);
+    }
+    queries[t] = {rows[t].data(), static_cast<int>(rows[t].size())};
+  }
+  std::vector<float> o(T * H * D);
+  be_.SparseAttention(q.data(), queries.data(), T, H, D, a.attn_sink.data(),
+                      1.0f / std::sqrt(static_cast<float>(D)), o.data());
+  // K = V carries RoPE on its tail; rotating the output back makes it relative to the query.
+  be_.Rope(o.data(), T, H, D, rope, pos, true);
+
+  for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
+    std::memcpy(&cache.ring[(pos[t] % W) * D], &kv[t * D], D * sizeof(float));
+  }
+
+  // Grouped low-rank output: group g of heads goes through rows [g*rank, (g+1)*rank) of wo_a.
+  const int G = cfg_.o_groups;
+  const int64_t rank = cfg_.o_lora_rank, group_in = static_cast<int64_t>(H / G) * D;
+  std::vector<float> group_x(T * group_in), group_z(T * rank), z(T * G * rank);
+  for (int g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(&group_x[t * group_in], &o[t * H * D + g * group_in], group_in * sizeof(float));
+    }
+    be_.LinearRows(a.wo_a, g * rank, rank, group_x.data(), T, group_z.data(),
+                   QuantizeActs(a.wo_a));
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(&z[(t * G + g) * rank], &group_z[t * rank], rank * sizeof(float));
+    }
+  }
+  be_.Linear(a.wo_b, z.data(), T, out, QuantizeActs(a.wo_b));
+}
+
+}  // namespace deepinfer

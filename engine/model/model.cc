@@ -1,0 +1,139 @@
+#include "engine/model/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace deepinfer {
+
+Result<Numerics> ParseNumerics(const std::string& s) {
+  if (s == "exact") return Numerics::kExact;
+  if (s == "reference") return Numerics::kReference;
+  return InvalidArgument("unknown numerics mode '" + s + "' (expected exact or reference)");
+}
+
+Model::Model(const Checkpoint& checkpoint, Backend& backend, Numerics numerics)
+    : cfg_(checkpoint.config), w_(checkpoint.weights), be_(backend), numerics_(numerics) {
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    layer_rope_.push_back(MakeLayerRope(cfg_, cfg_.attn_types[l]));
+  }
+  main_rope_ = MakeLayerRope(cfg_, AttnType::kSliding);
+}
+
+void Model::LayerCacheInit(const LayerWeights& L, LayerCache& cache) const {
+  cache.window = cfg_.sliding_window;
+  cache.head_dim = cfg_.head_dim;
+  cache.ring.assign(static_cast<size_t>(cache.window) * cfg_.head_dim, 0.0f);
+  if (L.attn.has_compressor) cache.comp.Init(L.attn.compressor);
+  if (L.attn.has_indexer) cache.index_comp.Init(L.attn.index_compressor);
+}
+
+SequenceState Model::NewSequence() const {
+  SequenceState s;
+  s.layers.resize(cfg_.num_layers);
+  for (int l = 0; l < cfg_.num_layers; ++l) LayerCacheInit(w_.layers[l], s.layers[l]);
+  if (w_.has_mtp) LayerCacheInit(w_.mtp.layer, s.mtp);
+  return s;
+}
+
+Status Model::Forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits,
+                      float* streams) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (T == 0) return Status::Ok();
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(tokens[t]) + " at index " +
+                             std::to_string(t) + " is outside the vocabulary [0, " +
+                             std::to_string(cfg_.vocab_size) + ")");
+    }
+  }
+  if (static_cast<int>(seq.layers.size()) != cfg_.num_layers) {
+    return InvalidArgument("sequence state was not made by this model");
+  }
+  const int n = cfg_.hc_mult;
+  const int64_t d = cfg_.hidden_size;
+  std::vector<int64_t> pos(T);
+  for (int64_t t = 0; t < T; ++t) pos[t] = seq.length + t;
+  std::vector<float> e(T * d), X(T * n * d);
+  be_.Embed(w_.embed, tokens.data(), T, e.data());
+  for (int64_t t = 0; t < T; ++t) {
+    for (int k = 0; k < n; ++k) std::memcpy(&X[(t * n + k) * d], &e[t * d], d * sizeof(float));
+  }
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    DecoderLayer(w_.layers[l], seq.layers[l], layer_rope_[l], X.data(), tokens.data(), pos.data(),
+                 T);
+  }
+  if (streams != nullptr) std::memcpy(streams, X.data(), X.size() * sizeof(float));
+  Head(w_.hc_head, w_.norm, X.data(), T, logits);
+  seq.length += T;
+  return Status::Ok();
+}
+
+Status Model::MtpForward(SequenceState& seq, const float* streams,
+                         std::span<const int32_t> next_tokens, float* logits) {
+  if (!w_.has_mtp) return InvalidArgument("this checkpoint has no MTP block");
+  const int64_t T = static_cast<int64_t>(next_tokens.size());
+  if (T == 0) return Status::Ok();
+  for (int64_t t = 0; t < T; ++t) {
+    if (next_tokens[t] < 0 || next_tokens[t] >= cfg_.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(next_tokens[t]) + " is out of range");
+    }
+  }
+  const MtpWeights& m = w_.mtp;
+  const int n = cfg_.hc_mult;
+  const int64_t d = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  std::vector<int64_t> pos(T);
+  for (int64_t t = 0; t < T; ++t) pos[t] = seq.mtp_length + t;
+  std::vector<float> e(T * d), en(T * d), ep(T * d), hs(T * d), hn(T * d), hp(T * d);
+  std::vector<float> Y(T * n * d);
+  be_.Embed(w_.embed, next_tokens.data(), T, e.data());
+  be_.RmsNorm(e.data(), m.enorm.data(), T, d, eps, en.data());
+  be_.Linear(m.e_proj, en.data(), T, ep.data(), QuantizeActs(m.e_proj));
+  for (int k = 0; k < n; ++k) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(&hs[t * d], streams + (t * n + k) * d, d * sizeof(float));
+    }
+    be_.RmsNorm(hs.data(), m.hnorm.data(), T, d, eps, hn.data());
+    be_.Linear(m.h_proj, hn.data(), T, hp.data(), QuantizeActs(m.h_proj));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t c = 0; c < d; ++c) Y[(t * n + k) * d + c] = hp[t * d + c] + ep[t * d + c];
+    }
+  }
+  DecoderLayer(m.layer, seq.mtp, main_rope_, Y.data(), next_tokens.data(), pos.data(), T);
+  Head(m.hc_head, m.norm, Y.data(), T, logits);
+  seq.mtp_length += T;
+  return Status::Ok();
+}
+
+void Model::DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope,
+                         float* X, const int32_t* tokens, const int64_t* pos, int64_t T) {
+  const int n = cfg_.hc_mult;
+  const int64_t d = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const float hc_eps = static_cast<float>(cfg_.hc_eps);
+  std::vector<float> post(T * n), comb(T * n * n), h(T * d), x(T * d), y(T * d), X2(T * n * d);
+
+  be_.HyperPre(L.hc_attn, X, T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(),
+               comb.data(), h.data());
+  be_.RmsNorm(h.data(), L.attn_norm.data(), T, d, eps, x.data());
+  Attention(L, cache, rope, x.data(), pos, T, y.data());
+  be_.HyperPost(X, y.data(), post.data(), comb.data(), T, n, d, X2.data());
+
+  be_.HyperPre(L.hc_ffn, X2.data(), T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(),
+               comb.data(), h.data());
+  be_.RmsNorm(h.data(), L.ffn_norm.data(), T, d, eps, x.data());
+  Moe(L, x.data(), tokens, T, y.data());
+  be_.HyperPost(X2.data(), y.data(), post.data(), comb.data(), T, n, d, X);
+}
+
+void Model::Head(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* X,
+                 int64_t T, float* logits) {
+  const int64_t d = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  std::vector<float> h(T * d), hn(T * d);
+  be_.HyperHead(hc, X, T, cfg_.hc_mult, d, eps, static_cast<float>(cfg_.hc_eps), h.data());
+  be_.RmsNorm(h.data(), norm.data(), T, d, eps, hn.data());
+  be_.Linear(w_.head, hn.data(), T, logits, QuantizeActs(w_.head));
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,72 @@
+// The DeepSeek-V4 forward pass, written once against the Backend interface: embedding, mHC
+// streams, sliding-window / CSA / HCA attention with sinks, hash- and score-routed MoE, the
+// hyper-head and LM head, and the MTP block.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/common/status.h"
+#include "engine/model/rope.h"
+#include "engine/model/sequence_state.h"
+#include "engine/model/weights.h"
+
+namespace deepinfer {
+
+/// exact: fp32 activations and cache, matches transformers. reference: the official FP8/FP4
+/// activation, KV and indexer rounding (reference/deepseek-v4.md §2.7).
+enum class Numerics { kExact, kReference };
+Result<Numerics> ParseNumerics(const std::string& s);
+
+class Model {
+ public:
+  Model(const Checkpoint& checkpoint, Backend& backend, Numerics numerics);
+
+  const ModelConfig& config() const { return cfg_; }
+  bool has_mtp() const { return w_.has_mtp; }
+
+  /// A fresh sequence with empty caches.
+  SequenceState NewSequence() const;
+
+  /// Appends `tokens` to the sequence and writes next-token logits [n, vocab]. If `streams` is
+  /// not null it receives the final mHC streams [n, hc_mult, hidden] (the MTP block's input).
+  Status Forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits,
+                 float* streams);
+
+  /// MTP draft logits: row i combines the main model's final streams of MTP position
+  /// seq.mtp_length + i with the embedding of `next_tokens[i]` (the token after that position)
+  /// and predicts the token after next_tokens[i].
+  Status MtpForward(SequenceState& seq, const float* streams, std::span<const int32_t> next_tokens,
+                    float* logits);
+
+ private:
+  void DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, float* X,
+                    const int32_t* tokens, const int64_t* pos, int64_t T);
+  void Attention(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, const float* x,
+                 const int64_t* pos, int64_t T, float* out);
+  void Compress(const CompressorWeights& w, CompressorState& st, const float* x,
+                const int64_t* pos, int64_t T, const RopeTable& rope, bool indexer,
+                std::vector<float>& rows);
+  void SelectCompressed(const AttentionWeights& a, const LayerCache& cache, const RopeTable& rope,
+                        const float* x, const float* q_residual, const int64_t* pos, int64_t T,
+                        std::vector<std::vector<int32_t>>& selected);
+  void Moe(const LayerWeights& L, const float* u, const int32_t* tokens, int64_t T, float* out);
+  void Ffn(const FfnWeights& f, const float* x, int64_t rows, float* out);
+  void Head(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* X, int64_t T,
+            float* logits);
+  void LayerCacheInit(const LayerWeights& L, LayerCache& cache) const;
+  bool QuantizeActs(const LinearWeight& w) const {
+    return numerics_ == Numerics::kReference && w.quantized();
+  }
+
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  Backend& be_;
+  Numerics numerics_;
+  std::vector<RopeTable> layer_rope_;
+  RopeTable main_rope_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,46 @@
+// Per-sequence decoding state of DeepSeek-V4 (reference/deepseek-v4.md §4): per layer a
+// sliding-window ring, the compressed rows and indexer keys emitted so far, and the compressors'
+// partial windows. Prefill of any split followed by decode reproduces one full pass exactly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+
+namespace deepinfer {
+
+/// The projected rows of the window being compressed (and, for overlapping CSA compressors, of
+/// the previous window, whose first-series channels the next row still needs).
+struct CompressorState {
+  int ratio = 0;
+  int proj = 0;  // width of a projected row (2 * row width when overlapping)
+  bool overlap = false;
+  std::vector<float> kv, gate;  // [(overlap ? 2 : 1) * ratio, proj]
+
+  void Init(const CompressorWeights& w);
+};
+
+struct LayerCache {
+  int window = 0;
+  int head_dim = 0;
+  std::vector<float> ring;        // [window, head_dim], slot = position % window
+  std::vector<float> rows;        // compressed rows [n, head_dim]
+  std::vector<float> index_keys;  // indexer keys [n, index_head_dim]
+  CompressorState comp, index_comp;
+
+  int64_t n_rows() const { return head_dim ? static_cast<int64_t>(rows.size()) / head_dim : 0; }
+  /// Bytes held by this layer's state.
+  size_t bytes() const;
+};
+
+struct SequenceState {
+  int64_t length = 0;  // tokens processed by the main model
+  std::vector<LayerCache> layers;
+  int64_t mtp_length = 0;  // rows processed by the MTP block
+  LayerCache mtp;
+  size_t bytes() const;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,261 @@
+// deepinfer-model: make-tiny, inspect and logits for DeepSeek-V4 checkpoints.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/common/npy.h"
+#include "engine/model/model.h"
+#include "engine/model/tiny_checkpoint.h"
+#include "kernels/cuda_available.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr const char* kUsage = R"(usage: deepinfer-model COMMAND [options]
+
+commands:
+  make-tiny --out DIR [--seed N] [--quantize none|bf16|fp8-fp4] [--vocab N] [--hidden N]
+            [--no-mtp] [--index-topk N]
+      Write a random small V4 checkpoint (config.json + model.safetensors, official names).
+  inspect --model DIR
+      Print the config summary, tensor count, bytes by dtype and parameter count.
+  logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) --out FILE.npy
+         [--numerics exact|reference] [--decode-from K] [--chunks A,B,...] [--threads N]
+         [--device cpu|cuda] [--mtp-out FILE.npy]
+      Write float32 [n_tokens, vocab] next-token logits for every position.
+)";
+
+using Args = std::map<std::string, std::string>;
+
+Result<Args> ParseArgs(int argc, char** argv, int first,
+                       const std::vector<std::string>& flags_with_value,
+                       const std::vector<std::string>& bare_flags) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string k = argv[i];
+    bool takes = std::find(flags_with_value.begin(), flags_with_value.end(), k) != flags_with_value.end();
+    bool bare = std::find(bare_flags.begin(), bare_flags.end(), k) != bare_flags.end();
+    if (takes) {
+      if (i + 1 >= argc) return InvalidArgument(k + " needs a value");
+      a[k] = argv[++i];
+    } else if (bare) {
+      a[k] = "1";
+    } else {
+      return InvalidArgument("unknown option '" + k + "'");
+    }
+  }
+  return a;
+}
+
+Result<long long> ToInt(const std::string& flag, const std::string& s) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used != s.size()) throw std::invalid_argument(s);
+    return v;
+  } catch (...) {
+    return InvalidArgument(flag + " expects an integer, got '" + s + "'");
+  }
+}
+
+Result<std::vector<int32_t>> ParseIntList(const std::string& flag, const std::string& text) {
+  std::vector<int32_t> out;
+  std::string cur;
+  auto flush = [&]() -> Status {
+    if (cur.empty()) return Status::Ok();
+    DI_ASSIGN_OR_RETURN(long long v, ToInt(flag, cur));
+    if (v < 0 || v > INT32_MAX) return InvalidArgument(flag + ": value out of range: " + cur);
+    out.push_back(static_cast<int32_t>(v));
+    cur.clear();
+    return Status::Ok();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      DI_RETURN_IF_ERROR(flush());
+    } else {
+      cur += c;
+    }
+  }
+  DI_RETURN_IF_ERROR(flush());
+  return out;
+}
+
+Status MakeTiny(const Args& a) {
+  if (!a.count("--out")) return InvalidArgument("make-tiny needs --out DIR");
+  TinySpec s;
+  if (a.count("--seed")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--seed", a.at("--seed"))); s.seed = v; }
+  if (a.count("--quantize")) s.quantize = a.at("--quantize");
+  if (a.count("--vocab")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--vocab", a.at("--vocab"))); s.vocab = static_cast<int>(v); }
+  if (a.count("--hidden")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--hidden", a.at("--hidden"))); s.hidden = static_cast<int>(v); }
+  if (a.count("--index-topk")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--index-topk", a.at("--index-topk"))); s.index_topk = static_cast<int>(v); }
+  if (a.count("--no-mtp")) s.mtp = false;
+  DI_RETURN_IF_ERROR(MakeTinyCheckpoint(s, a.at("--out")));
+  std::printf("wrote %s (seed %llu, %s)\n", a.at("--out").c_str(),
+              static_cast<unsigned long long>(s.seed), s.quantize.c_str());
+  return Status::Ok();
+}
+
+Status Inspect(const Args& a) {
+  if (!a.count("--model")) return InvalidArgument("inspect needs --model DIR");
+  DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
+  for (const auto& w : ck->warnings) spdlog::warn("{}", w);
+  const ModelConfig& c = ck->config;
+  std::printf("config (%s layout, %s tensor names)\n", c.source_layout.c_str(), ck->naming.c_str());
+  std::printf("  vocab %d  hidden %d  layers %d  heads %d x %d (rope %d)  q_lora %d  o %d x %d\n",
+              c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.head_dim, c.rope_dim,
+              c.q_lora_rank, c.o_groups, c.o_lora_rank);
+  std::string sched;
+  for (int l = 0; l < c.num_layers; ++l) {
+    sched += std::string(l ? " " : "") + AttnTypeName(c.attn_types[l]) + (c.hash_routed[l] ? "/hash" : "");
+  }
+  std::printf("  layers: %s\n", sched.c_str());
+  std::printf("  experts %d top-%d width %d shared %d  indexer %d x %d top-%d  window %d  mtp %s\n",
+              c.n_routed_experts, c.num_experts_per_tok, c.moe_intermediate_size,
+              c.n_shared_experts, c.index_n_heads, c.index_head_dim, c.index_topk,
+              c.sliding_window, ck->weights.has_mtp ? "yes" : "no");
+  std::map<std::string, std::pair<size_t, size_t>> by_dtype;  // dtype -> (tensors, bytes)
+  long long params = 0;
+  for (const auto& [name, t] : ck->store->all()) {
+    auto& e = by_dtype[std::string(DTypeName(t->dtype))];
+    e.first++;
+    e.second += t->nbytes;
+    const bool is_scale = name.size() > 6 && name.compare(name.size() - 6, 6, ".scale") == 0;
+    if (!is_scale) params += t->numel() * (t->dtype == DType::kI8 ? 2 : 1);
+  }
+  std::printf("tensors: %zu in %zu file(s)\n", ck->store->all().size(), ck->store->file_count());
+  for (const auto& [dt, e] : by_dtype) {
+    std::printf("  %-8s %6zu tensors %14zu bytes\n", dt.c_str(), e.first, e.second);
+  }
+  std::printf("parameters: %lld (FP4 values counted singly, scales excluded)\n", params);
+  return Status::Ok();
+}
+
+Status Logits(const Args& a) {
+  for (const char* k : {"--model", "--out"}) {
+    if (!a.count(k)) return InvalidArgument(std::string("logits needs ") + k);
+  }
+  const std::string device = a.count("--device") ? a.at("--device") : "cpu";
+  if (device == "cuda") {
+    if (!CudaBuildEnabled()) {
+      return Unimplemented("--device cuda: this build has no CUDA support (nvcc was not found)");
+    }
+    return Unimplemented("--device cuda: the CUDA model backend is not implemented yet; use --device cpu");
+  }
+  if (device != "cpu") return InvalidArgument("--device must be cpu or cuda, got '" + device + "'");
+  std::vector<int32_t> tokens;
+  if (a.count("--tokens")) {
+    DI_ASSIGN_OR_RETURN(tokens, ParseIntList("--tokens", a.at("--tokens")));
+  } else if (a.count("--tokens-file")) {
+    std::ifstream in(a.at("--tokens-file"));
+    if (!in) return NotFound(a.at("--tokens-file") + ": cannot read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    DI_ASSIGN_OR_RETURN(tokens, ParseIntList("--tokens-file", ss.str()));
+  } else {
+    return InvalidArgument("logits needs --tokens or --tokens-file");
+  }
+  if (tokens.empty()) return InvalidArgument("no tokens given");
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  Numerics numerics = Numerics::kExact;
+  if (a.count("--numerics")) { DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics"))); }
+  int threads = 1;
+  if (a.count("--threads")) {
+    DI_ASSIGN_OR_RETURN(long long v, ToInt("--threads", a.at("--threads")));
+    if (v < 1 || v > 256) return InvalidArgument("--threads must be in [1, 256]");
+    threads = static_cast<int>(v);
+  }
+  // Chunk plan: one prefill, prefill K then single tokens, or explicit chunk sizes.
+  std::vector<int64_t> chunks;
+  if (a.count("--decode-from") && a.count("--chunks")) {
+    return InvalidArgument("--decode-from and --chunks are exclusive");
+  }
+  if (a.count("--decode-from")) {
+    DI_ASSIGN_OR_RETURN(long long k, ToInt("--decode-from", a.at("--decode-from")));
+    if (k < 1 || k > n) return InvalidArgument("--decode-from must be in [1, n_tokens]");
+    chunks.push_back(k);
+    for (int64_t i = k; i < n; ++i) chunks.push_back(1);
+  } else if (a.count("--chunks")) {
+    DI_ASSIGN_OR_RETURN(auto sizes, ParseIntList("--chunks", a.at("--chunks")));
+    int64_t total = 0;
+    for (int32_t s : sizes) {
+      if (s <= 0) return InvalidArgument("--chunks sizes must be positive");
+      chunks.push_back(s);
+      total += s;
+    }
+    if (total != n) return InvalidArgument("--chunks sizes must sum to the token count");
+  } else {
+    chunks.push_back(n);
+  }
+
+  DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
+  for (const auto& w : ck->warnings) spdlog::warn("{}", w);
+  auto backend = MakeCpuBackend(threads);
+  Model model(*ck, *backend, numerics);
+  const int64_t V = ck->config.vocab_size;
+  const int64_t S = static_cast<int64_t>(ck->config.hc_mult) * ck->config.hidden_size;
+  std::vector<float> logits(n * V), streams(n * S);
+  SequenceState seq = model.NewSequence();
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t done = 0;
+  for (int64_t c : chunks) {
+    DI_RETURN_IF_ERROR(model.Forward(seq, std::span<const int32_t>(tokens.data() + done, c),
+                                     &logits[done * V], &streams[done * S]));
+    done += c;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  DI_RETURN_IF_ERROR(WriteNpy(a.at("--out"), logits.data(), {n, V}));
+  spdlog::info("{} tokens in {} chunk(s), {:.3f} s, {} threads, cache {} bytes", n, chunks.size(),
+               secs, threads, seq.bytes());
+  if (a.count("--mtp-out")) {
+    if (!model.has_mtp()) return InvalidArgument("--mtp-out: the checkpoint has no MTP block");
+    if (n < 2) return InvalidArgument("--mtp-out needs at least two tokens");
+    std::vector<float> mtp((n - 1) * V);
+    DI_RETURN_IF_ERROR(model.MtpForward(seq, streams.data(),
+                                        std::span<const int32_t>(tokens.data() + 1, n - 1),
+                                        mtp.data()));
+    DI_RETURN_IF_ERROR(WriteNpy(a.at("--mtp-out"), mtp.data(), {n - 1, V}));
+  }
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  Status st;
+  if (cmd == "make-tiny") {
+    auto a = ParseArgs(argc, argv, 2, {"--out", "--seed", "--quantize", "--vocab", "--hidden", "--index-topk"}, {"--no-mtp"});
+    st = a.ok() ? MakeTiny(*a) : a.status();
+  } else if (cmd == "inspect") {
+    auto a = ParseArgs(argc, argv, 2, {"--model"}, {});
+    st = a.ok() ? Inspect(*a) : a.status();
+  } else if (cmd == "logits") {
+    auto a = ParseArgs(argc, argv, 2,
+                       {"--model", "--tokens", "--tokens-file", "--out", "--numerics",
+                        "--decode-from", "--chunks", "--threads", "--device", "--mtp-out"},
+                       {});
+    st = a.ok() ? Logits(*a) : a.status();
+  } else {
+    std::fprintf(stderr, "deepinfer-model: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "deepinfer-model %s: %s\n", cmd.c_str(), st.ToString().c_str());
+    return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+int main(int argc, char** argv) { return deepinfer::Main(argc, argv); }
