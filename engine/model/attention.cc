@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "engine/model/model.h"
 #include "engine/model/quant.h"
+#include "engine/model/routing.h"
 
 namespace deepinfer {
 
@@ -100,14 +100,8 @@ void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
     scores.resize(visible);
     be_.IndexerScores(&q[t * heads * dim], &w[t * heads], heads, dim, cache.index_keys.data(),
                       visible, scores.data());
-    const int64_t k = std::min<int64_t>(cfg_.index_topk, visible);
-    order.resize(visible);
-    std::iota(order.begin(), order.end(), 0);
-    // Highest score first; equal scores keep the lower row index (deterministic tie-break).
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t i, int32_t j) {
-      return scores[i] > scores[j] || (scores[i] == scores[j] && i < j);
-    });
-    selected[t].assign(order.begin(), order.begin() + k);
+    selected[t].resize(std::min<int64_t>(cfg_.index_topk, visible));
+    TopKIndices(scores.data(), visible, cfg_.index_topk, selected[t].data(), order);
   }
 }
 

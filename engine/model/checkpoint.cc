@@ -54,6 +54,20 @@ std::string TransformersName(const std::string& n) {
   return s;
 }
 
+// transformers' save_pretrained writes official names under "model." except for these three,
+// which its reverse renaming gets wrong (observed with transformers 5.17.0; the head stays
+// unprefixed as "head.weight").
+std::string SavePretrainedName(const std::string& n) {
+  static const std::vector<std::pair<std::regex, std::string>> kRules = {
+      {std::regex(R"(^embed\.weight$)"), "embed_tokens.weight"},
+      {std::regex(R"(^hc_head_(fn|base|scale)$)"), "hc_head.hc_$1"},
+      {std::regex(R"(^layers\.(\d+)\.attn\.kv_norm\.)"), "layers.$1.attn.norm."},
+  };
+  std::string s = n;
+  for (const auto& [re, target] : kRules) s = std::regex_replace(s, re, target);
+  return s;
+}
+
 class Loader {
  public:
   Loader(const ModelConfig& c, const TensorStore& store) : c_(c), store_(store) {}
@@ -212,7 +226,8 @@ class Loader {
 
   std::vector<std::string> Candidates(const std::string& official) const {
     const std::string hf = TransformersName(official);
-    std::vector<std::string> c = {official, "model." + official, hf};
+    std::vector<std::string> c = {official, "model." + official,
+                                  "model." + SavePretrainedName(official), hf};
     if (hf.rfind("lm_head", 0) != 0) c.push_back("model." + hf);
     return c;
   }

@@ -2,28 +2,12 @@
 // on score + bias), normalised and scaled weights, clamped SwiGLU experts and the shared expert.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "engine/model/model.h"
+#include "engine/model/routing.h"
 
 namespace deepinfer {
 
-namespace {
-
-float Score(ScoringFunc f, float logit) {
-  switch (f) {
-    case ScoringFunc::kSqrtSoftplus: {
-      // softplus with PyTorch's linear region above 20.
-      const float sp = logit > 20.0f ? logit : std::log1p(std::exp(logit));
-      return std::sqrt(sp);
-    }
-    case ScoringFunc::kSigmoid: return 1.0f / (1.0f + std::exp(-logit));
-    case ScoringFunc::kSoftmax: return logit;  // normalised per row below
-  }
-  return logit;
-}
-
-}  // namespace
 
 void Model::Ffn(const FfnWeights& f, const float* x, int64_t rows, float* out) {
   const int64_t inter = f.w1.out;
@@ -43,34 +27,12 @@ void Model::Moe(const LayerWeights& L, const float* u, const int32_t* tokens, in
   be_.Linear(m.gate, u, T, logits.data(), QuantizeActs(m.gate));
 
   // Routing: per token K (expert, weight) pairs.
-  std::vector<int32_t> expert(T * K);
-  std::vector<float> weight(T * K), scores(E), biased(E);
-  std::vector<int32_t> order(E);
+  std::vector<int32_t> expert(T * K), order;
+  std::vector<float> weight(T * K), scratch;
   for (int64_t t = 0; t < T; ++t) {
-    for (int e = 0; e < E; ++e) scores[e] = Score(cfg_.scoring_func, logits[t * E + e]);
-    if (cfg_.scoring_func == ScoringFunc::kSoftmax) {
-      const float mx = *std::max_element(scores.begin(), scores.end());
-      float s = 0;
-      for (float& v : scores) s += (v = std::exp(v - mx));
-      for (float& v : scores) v /= s;
-    }
-    int32_t* idx = &expert[t * K];
-    if (L.hash_routed) {
-      std::copy_n(&m.tid2eid[static_cast<size_t>(tokens[t]) * K], K, idx);
-    } else {
-      for (int e = 0; e < E; ++e) biased[e] = scores[e] + (m.gate_bias.empty() ? 0.0f : m.gate_bias[e]);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t i, int32_t j) {
-        return biased[i] > biased[j] || (biased[i] == biased[j] && i < j);
-      });
-      std::copy_n(order.begin(), K, idx);
-    }
-    float sum = 0;
-    for (int k = 0; k < K; ++k) sum += (weight[t * K + k] = scores[idx[k]]);
-    const float norm = cfg_.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
-    for (int k = 0; k < K; ++k) {
-      weight[t * K + k] *= norm * static_cast<float>(cfg_.routed_scaling_factor);
-    }
+    const int32_t* hash = L.hash_routed ? &m.tid2eid[static_cast<size_t>(tokens[t]) * K] : nullptr;
+    RouteToken(cfg_, &logits[t * E], m.gate_bias.empty() ? nullptr : m.gate_bias.data(), hash,
+               &expert[t * K], &weight[t * K], scratch, order);
   }
 
   // Experts in index order, each over the tokens routed to it.
