@@ -1,6 +1,7 @@
 // deepinfer-model: make-tiny, inspect and logits for DeepSeek-V4 checkpoints.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -30,6 +31,8 @@ commands:
          [--numerics exact|reference] [--decode-from K] [--chunks A,B,...] [--threads N]
          [--device cpu|cuda] [--mtp-out FILE.npy]
       Write float32 [n_tokens, vocab] next-token logits for every position.
+  generate --model DIR --tokens 1,2,3 [--max-new N] [--numerics exact|reference] [--threads N]
+      Greedy continuation: prefill the prompt, then decode N tokens one at a time; prints ids.
 )";
 
 using Args = std::map<std::string, std::string>;
@@ -225,6 +228,49 @@ Status Logits(const Args& a) {
   return Status::Ok();
 }
 
+Status Generate(const Args& a) {
+  for (const char* k : {"--model", "--tokens"}) {
+    if (!a.count(k)) return InvalidArgument(std::string("generate needs ") + k);
+  }
+  DI_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIntList("--tokens", a.at("--tokens")));
+  if (prompt.empty()) return InvalidArgument("--tokens is empty");
+  long long max_new = 16;
+  if (a.count("--max-new")) { DI_ASSIGN_OR_RETURN(max_new, ToInt("--max-new", a.at("--max-new"))); }
+  if (max_new < 1 || max_new > 1000000) return InvalidArgument("--max-new must be in [1, 1000000]");
+  Numerics numerics = Numerics::kExact;
+  if (a.count("--numerics")) { DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics"))); }
+  int threads = 1;
+  if (a.count("--threads")) {
+    DI_ASSIGN_OR_RETURN(long long v, ToInt("--threads", a.at("--threads")));
+    if (v < 1 || v > 256) return InvalidArgument("--threads must be in [1, 256]");
+    threads = static_cast<int>(v);
+  }
+  DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
+  for (const auto& w : ck->warnings) spdlog::warn("{}", w);
+  auto backend = MakeCpuBackend(threads);
+  Model model(*ck, *backend, numerics);
+  const int64_t V = ck->config.vocab_size;
+  std::vector<float> logits(prompt.size() * V);
+  SequenceState seq = model.NewSequence();
+  const auto t0 = std::chrono::steady_clock::now();
+  DI_RETURN_IF_ERROR(model.Forward(seq, prompt, logits.data(), nullptr));
+  const float* last = &logits[(prompt.size() - 1) * V];
+  std::vector<int32_t> out;
+  for (long long i = 0; i < max_new; ++i) {
+    const int32_t next = static_cast<int32_t>(std::max_element(last, last + V) - last);
+    out.push_back(next);
+    std::printf("%s%d", i ? "," : "", next);
+    std::fflush(stdout);
+    if (next == ck->config.eos_token_id || i + 1 == max_new) break;
+    DI_RETURN_IF_ERROR(model.Forward(seq, std::span<const int32_t>(&out.back(), 1), logits.data(), nullptr));
+    last = logits.data();
+  }
+  std::printf("\n");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("prompt {} tokens, generated {} tokens in {:.3f} s", prompt.size(), out.size(), secs);
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -244,6 +290,9 @@ int Main(int argc, char** argv) {
                         "--decode-from", "--chunks", "--threads", "--device", "--mtp-out"},
                        {});
     st = a.ok() ? Logits(*a) : a.status();
+  } else if (cmd == "generate") {
+    auto a = ParseArgs(argc, argv, 2, {"--model", "--tokens", "--max-new", "--numerics", "--threads"}, {});
+    st = a.ok() ? Generate(*a) : a.status();
   } else {
     std::fprintf(stderr, "deepinfer-model: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;

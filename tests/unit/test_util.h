@@ -1,0 +1,112 @@
+// Helpers shared by the model tests: temporary directories, tiny checkpoints, comparisons.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/model/safetensors.h"
+#include "engine/model/safetensors_writer.h"
+#include "engine/model/tiny_checkpoint.h"
+
+namespace deepinfer::testing {
+
+/// A fresh directory under the test temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "deepinfer-XXXXXX";
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+    EXPECT_FALSE(path_.empty());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+}
+
+/// Rewrites DIR/model.safetensors through `edit`, which sees every tensor and may drop (return
+/// false) or change it.
+inline void RewriteCheckpoint(
+    const std::string& dir,
+    const std::function<bool(std::string& name, DType& dtype, std::vector<int64_t>& shape,
+                             std::vector<uint8_t>& bytes)>& edit) {
+  SafetensorsWriter w;
+  {
+    auto store = TensorStore::OpenDir(dir);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (const auto& [name, t] : store->all()) {
+      std::string n = name;
+      DType dt = t->dtype;
+      std::vector<int64_t> shape = t->shape;
+      std::vector<uint8_t> bytes(t->data, t->data + t->nbytes);
+      if (edit(n, dt, shape, bytes)) w.Add(n, dt, shape, std::move(bytes));
+    }
+  }
+  const std::string tmp = dir + "/model.safetensors.tmp";
+  ASSERT_TRUE(w.Write(tmp).ok());
+  std::filesystem::rename(tmp, dir + "/model.safetensors");
+}
+
+/// Largest per-row relative error ||a - b|| / ||b|| over rows of width `width`.
+inline double MaxRowRelError(const float* a, const float* b, int64_t rows, int64_t width) {
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double num = 0, den = 0;
+    for (int64_t c = 0; c < width; ++c) {
+      const double d = static_cast<double>(a[r * width + c]) - b[r * width + c];
+      num += d * d;
+      den += static_cast<double>(b[r * width + c]) * b[r * width + c];
+    }
+    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
+  }
+  return worst;
+}
+
+/// Fraction of rows whose argmax agrees.
+inline double ArgmaxAgreement(const float* a, const float* b, int64_t rows, int64_t width) {
+  int64_t same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = a + r * width;
+    const float* y = b + r * width;
+    same += std::max_element(x, x + width) - x == std::max_element(y, y + width) - y;
+  }
+  return static_cast<double>(same) / static_cast<double>(rows);
+}
+
+inline std::vector<int32_t> ReadTokens(const std::string& path) {
+  std::vector<int32_t> out;
+  std::string text = ReadFile(path), cur;
+  for (char c : text + ",") {
+    if (c >= '0' && c <= '9') {
+      cur += c;
+    } else if (!cur.empty()) {
+      out.push_back(std::stoi(cur));
+      cur.clear();
+    }
+  }
+  return out;
+}
+
+}  // namespace deepinfer::testing
