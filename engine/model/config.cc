@@ -295,7 +295,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   r.Int("num_nextn_predict_layers", &c.num_mtp_layers, false);
   r.Bool("tie_word_embeddings", &c.tie_word_embeddings);
   r.Int("bos_token_id", &c.bos_token_id, false);
-  if (r.Get("eos_token_id").is_int64()) r.Int("eos_token_id", &c.eos_token_id, false);
+  // A list of eos ids keeps the default; Has() first, Get() of a missing key is unusable.
+  if (r.Has("eos_token_id") && r.Get("eos_token_id").is_int64()) {
+    r.Int("eos_token_id", &c.eos_token_id, false);
+  }
   r.String("expert_dtype", &c.expert_dtype);
   object q;
   if (r.Has("quantization_config") && r.Get("quantization_config").get(q) == simdjson::SUCCESS) {

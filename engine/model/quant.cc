@@ -32,13 +32,35 @@ float E8M0ToF32(uint8_t e) {
   return std::ldexp(1.0f, static_cast<int>(e) - 127);
 }
 
-float E4M3ToF32(uint8_t b) {
-  const int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 0x7;
-  if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  float r = exp == 0 ? std::ldexp(static_cast<float>(man), -9)
-                     : std::ldexp(static_cast<float>(8 + man), exp - 10);
-  return sign ? -r : r;
+namespace {
+
+constexpr float Pow2(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
 }
+
+constexpr float DecodeE4M3(uint8_t b) {
+  const int exp = (b >> 3) & 0xf, man = b & 0x7;
+  if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float r = exp == 0 ? static_cast<float>(man) * Pow2(-9)
+                           : static_cast<float>(8 + man) * Pow2(exp - 10);
+  return (b & 0x80) ? -r : r;
+}
+
+struct E4M3Table {
+  float v[256] = {};
+  constexpr E4M3Table() {
+    for (int i = 0; i < 256; ++i) v[i] = DecodeE4M3(static_cast<uint8_t>(i));
+  }
+};
+// Decoding sits in every FP8 row dequantisation: a compile-time table, not ldexp.
+constexpr E4M3Table kE4M3;
+
+}  // namespace
+
+float E4M3ToF32(uint8_t b) { return kE4M3.v[b]; }
 
 namespace {
 

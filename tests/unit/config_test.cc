@@ -153,6 +153,18 @@ TEST(ConfigTest, OfficialVariants) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_FALSE(r->fp8_dense);
   EXPECT_EQ(r->expert_dtype, "");
+
+  // Optional keys may be absent (defaults) or, for eos_token_id, a list (keeps the default).
+  keys = FlashKeys();
+  keys.erase("eos_token_id");
+  keys.erase("bos_token_id");
+  r = ParseModelConfig(ToJson(keys), "no-eos");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->eos_token_id, 1);
+  keys["eos_token_id"] = "[7, 8]";
+  r = ParseModelConfig(ToJson(keys), "eos-list");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->eos_token_id, 1);
 }
 
 TEST(ConfigTest, TransformersLayout) {

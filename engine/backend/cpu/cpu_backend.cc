@@ -39,13 +39,16 @@ class CpuBackend final : public Backend {
       for (int64_t r = 0; r < rows; ++r) QdqFp8Blocks(xq.data() + r * in, in, 128, 1e-4f);
       xs = xq.data();
     }
-    pool_.ParallelFor(out, [&](int64_t begin, int64_t end) {
+    auto body = [&](int64_t begin, int64_t end) {
       std::vector<float> wrow(in);
       for (int64_t o = begin; o < end; ++o) {
         DequantizeRow(w, out_begin + o, wrow.data());
         for (int64_t r = 0; r < rows; ++r) y[r * out + o] = Dot(xs + r * in, wrow.data(), in);
       }
-    });
+    };
+    // Waking workers costs more than a small product; the split never changes the result.
+    if (rows * in * out < (1 << 18)) body(0, out);
+    else pool_.ParallelFor(out, body);
   }
 
   void Embed(const LinearWeight& table, const int32_t* tokens, int64_t n, float* out) override {
