@@ -245,7 +245,7 @@ class Builder {
     kv("compress_rope_theta", "160000");
     kv("rope_scaling", "{\"type\": \"yarn\", \"factor\": 16, \"original_max_position_embeddings\": "
                        "65536, \"beta_fast\": 32, \"beta_slow\": 1}");
-    kv("max_position_embeddings", "1048576");
+    kv("max_position_embeddings", std::to_string(s_.max_position));
     kv("compress_ratios", "[" + ratios + "]");
     kv("index_n_heads", std::to_string(s_.index_heads));
     kv("index_head_dim", std::to_string(s_.index_head_dim));
@@ -291,11 +291,28 @@ class Builder {
 }  // namespace
 
 Status MakeTinyCheckpoint(const TinySpec& spec, const std::string& dir) {
+  for (int v : {spec.vocab, spec.hidden, spec.heads, spec.head_dim, spec.rope_dim, spec.q_lora,
+                spec.o_groups, spec.o_lora, spec.window, spec.index_heads, spec.index_head_dim,
+                spec.index_topk, spec.experts, spec.top_k, spec.moe_inter}) {
+    if (v <= 0) return InvalidArgument("every tiny-model size must be positive");
+  }
   if (spec.hidden % 32 != 0 || spec.moe_inter % 32 != 0) {
     return InvalidArgument("hidden and moe_inter must be multiples of 32 (FP4 scale groups)");
   }
   if (spec.vocab < 2 || spec.top_k > spec.experts || spec.heads % spec.o_groups != 0) {
     return InvalidArgument("inconsistent tiny spec (vocab, top_k, heads/o_groups)");
+  }
+  if (spec.rope_dim % 2 != 0 || spec.rope_dim > spec.head_dim || spec.rope_dim > spec.index_head_dim) {
+    return InvalidArgument("rope_dim must be even and fit in head_dim and index_head_dim");
+  }
+  if ((spec.index_head_dim & (spec.index_head_dim - 1)) != 0) {
+    return InvalidArgument("index_head_dim must be a power of two (Hadamard transform)");
+  }
+  if (spec.compress_ratios.empty() || spec.num_hash_layers < 0) {
+    return InvalidArgument("need at least one layer and a non-negative hash-layer count");
+  }
+  for (int r : spec.compress_ratios) {
+    if (r != 0 && r != 4 && r != 128) return InvalidArgument("compress ratios must be 0, 4 or 128");
   }
   Builder b(spec);
   return b.Build(dir);

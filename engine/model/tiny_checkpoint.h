@@ -32,6 +32,7 @@ struct TinySpec {
   int experts = 8;
   int top_k = 2;
   int moe_inter = 64;
+  long long max_position = 1048576;  // max_position_embeddings written to config.json
 };
 
 /// Writes DIR/config.json and DIR/model.safetensors.

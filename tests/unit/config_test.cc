@@ -16,6 +16,7 @@ std::map<std::string, std::string> FlashKeys() {
   std::string ratios = "[0, 0";
   for (int l = 2; l < 43; ++l) ratios += l % 2 == 0 ? ", 4" : ", 128";
   ratios += ", 0]";  // entry 43: the MTP block
+  // clang-format off
   return {
       {"architectures", R"(["DeepseekV4ForCausalLM"])"}, {"model_type", R"("deepseek_v4")"},
       {"vocab_size", "129280"}, {"hidden_size", "4096"}, {"num_hidden_layers", "43"},
@@ -38,6 +39,7 @@ std::map<std::string, std::string> FlashKeys() {
       {"quantization_config", R"({"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
           "activation_scheme": "dynamic", "weight_block_size": [128, 128]})"},
   };
+  // clang-format on
 }
 
 std::string ToJson(const std::map<std::string, std::string>& keys) {
@@ -205,8 +207,8 @@ TEST(ConfigTest, TransformersLayout) {
   EXPECT_EQ(c.hca_rate, 128);
   EXPECT_FALSE(c.fp8_dense);
   using A = AttnType;
-  EXPECT_EQ(c.attn_types, (std::vector<A>{A::kSliding, A::kSliding, A::kCsa, A::kHca, A::kCsa,
-                                          A::kHca}));
+  EXPECT_EQ(c.attn_types,
+            (std::vector<A>{A::kSliding, A::kSliding, A::kCsa, A::kHca, A::kCsa, A::kHca}));
   EXPECT_EQ(c.compress_ratio, (std::vector<int>{0, 0, 4, 128, 4, 128}));
   EXPECT_EQ(c.hash_routed, (std::vector<bool>{true, true, true, false, false, false}));
 

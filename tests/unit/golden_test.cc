@@ -31,6 +31,15 @@ GoldenCase Case(const std::string& name) {
   } else if (name == "tiny-f32") {
     c.spec.seed = 3;
     c.spec.vocab = 256;
+  } else if (name == "tiny-var") {
+    // Other sizes everywhere, a 64-token window, index_topk above the row count, one hash layer,
+    // and a max_position_embeddings that disagrees with the YaRN factor (the factor wins).
+    c.spec = {.seed = 21, .quantize = "fp8-fp4", .vocab = 384, .hidden = 256,
+              .compress_ratios = {0, 4, 128, 0, 4, 128}, .num_hash_layers = 1, .mtp = true,
+              .heads = 8, .head_dim = 128, .rope_dim = 32, .q_lora = 128, .o_groups = 4,
+              .o_lora = 64, .window = 64, .index_heads = 16, .index_head_dim = 64,
+              .index_topk = 512, .experts = 16, .top_k = 4, .moe_inter = 96,
+              .max_position = 4096};
   } else {
     c.spec.quantize = "bf16";
     c.spec.seed = 11;
@@ -151,7 +160,7 @@ TEST_P(GoldenTest, MtpMatchesReferenceBuiltFromTransformersModules) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, GoldenTest,
-                         ::testing::Values("tiny-fp8", "tiny-f32", "tiny-bf16"),
+                         ::testing::Values("tiny-fp8", "tiny-f32", "tiny-bf16", "tiny-var"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;

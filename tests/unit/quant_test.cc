@@ -101,8 +101,8 @@ TEST(QuantTest, F32ToE4M3) {
   EXPECT_EQ(F32ToE4M3(1.0625f), 0x38);  // midpoint 1.0 | 1.125 -> even mantissa 1.0
   EXPECT_EQ(F32ToE4M3(1.1875f), 0x3A);  // midpoint 1.125 | 1.25 -> even mantissa 1.25
   EXPECT_EQ(F32ToE4M3(-1.0625f), 0xB8);
-  EXPECT_EQ(F32ToE4M3(1.07f), 0x39);    // nearer 1.125
-  EXPECT_EQ(F32ToE4M3(std::ldexp(1.0f, -10)), 0x00);     // midpoint 0 | 2^-9
+  EXPECT_EQ(F32ToE4M3(1.07f), 0x39);                      // nearer 1.125
+  EXPECT_EQ(F32ToE4M3(std::ldexp(1.0f, -10)), 0x00);      // midpoint 0 | 2^-9
   EXPECT_EQ(F32ToE4M3(3 * std::ldexp(1.0f, -10)), 0x02);  // midpoint 2^-9 | 2^-8
   const std::vector<double> grid = E4M3Grid();
   for (float v : RandomVec(2000, -500.0f, 500.0f, 1)) {
@@ -115,13 +115,13 @@ TEST(QuantTest, E2M1) {
     EXPECT_EQ(double{E2M1ToF32(static_cast<uint8_t>(n))}, kE2M1[n]);
     EXPECT_EQ(double{E2M1ToF32(static_cast<uint8_t>(n | 8))}, -kE2M1[n]);
   }
-  EXPECT_EQ(F32ToE2M1(0.25f), 0);   // 0 | 0.5 -> 0
-  EXPECT_EQ(F32ToE2M1(0.75f), 2);   // 0.5 | 1 -> 1.0
-  EXPECT_EQ(F32ToE2M1(1.25f), 2);   // 1 | 1.5 -> 1.0
-  EXPECT_EQ(F32ToE2M1(1.75f), 4);   // 1.5 | 2 -> 2.0
-  EXPECT_EQ(F32ToE2M1(2.5f), 4);    // 2 | 3 -> 2.0
-  EXPECT_EQ(F32ToE2M1(3.5f), 6);    // 3 | 4 -> 4.0
-  EXPECT_EQ(F32ToE2M1(5.0f), 6);    // 4 | 6 -> 4.0
+  EXPECT_EQ(F32ToE2M1(0.25f), 0);  // 0 | 0.5 -> 0
+  EXPECT_EQ(F32ToE2M1(0.75f), 2);  // 0.5 | 1 -> 1.0
+  EXPECT_EQ(F32ToE2M1(1.25f), 2);  // 1 | 1.5 -> 1.0
+  EXPECT_EQ(F32ToE2M1(1.75f), 4);  // 1.5 | 2 -> 2.0
+  EXPECT_EQ(F32ToE2M1(2.5f), 4);   // 2 | 3 -> 2.0
+  EXPECT_EQ(F32ToE2M1(3.5f), 6);   // 3 | 4 -> 4.0
+  EXPECT_EQ(F32ToE2M1(5.0f), 6);   // 4 | 6 -> 4.0
   EXPECT_EQ(F32ToE2M1(5.1f), 7);
   EXPECT_EQ(F32ToE2M1(100.0f), 7);  // saturates at 6
   EXPECT_EQ(F32ToE2M1(-0.75f), 0xA);
@@ -162,7 +162,7 @@ TEST(QuantTest, Pow2ScaleExponent) {
   EXPECT_EQ(Pow2ScaleExponent(448.0f, 448.0f, 1e-4f), 0);
   EXPECT_EQ(Pow2ScaleExponent(449.0f, 448.0f, 1e-4f), 1);
   EXPECT_EQ(Pow2ScaleExponent(56.0f, 448.0f, 1e-4f), -3);
-  EXPECT_EQ(Pow2ScaleExponent(1.0f, 448.0f, 1e-4f), -8);  // log2(1/448) = -8.81
+  EXPECT_EQ(Pow2ScaleExponent(1.0f, 448.0f, 1e-4f), -8);   // log2(1/448) = -8.81
   EXPECT_EQ(Pow2ScaleExponent(0.0f, 448.0f, 1e-4f), -22);  // floor: log2(1e-4/448) = -22.1
   EXPECT_EQ(Pow2ScaleExponent(6.0f, 6.0f, 1e-30f), 0);
   EXPECT_EQ(Pow2ScaleExponent(6.5f, 6.0f, 1e-30f), 1);

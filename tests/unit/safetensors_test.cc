@@ -34,7 +34,8 @@ class SafetensorsTest : public ::testing::Test {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(&header_len), 8);
     out << header;
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    out.write(reinterpret_cast<const char*>(data.data()),
+              static_cast<std::streamsize>(data.size()));
     return path;
   }
   std::string WriteRaw(const std::string& name, const std::string& header,

@@ -23,7 +23,10 @@ constexpr const char* kUsage = R"(usage: deepinfer-model COMMAND [options]
 
 commands:
   make-tiny --out DIR [--seed N] [--quantize none|bf16|fp8-fp4] [--vocab N] [--hidden N]
-            [--no-mtp] [--index-topk N]
+            [--ratios 0,0,4,128,4,128] [--hash-layers N] [--no-mtp] [--heads N] [--head-dim N]
+            [--rope-dim N] [--q-lora N] [--o-groups N] [--o-lora N] [--window N]
+            [--index-heads N] [--index-head-dim N] [--index-topk N] [--experts N] [--top-k N]
+            [--moe-inter N] [--max-position N]
       Write a random small V4 checkpoint (config.json + model.safetensors, official names).
   inspect --model DIR
       Print the config summary, tensor count, bytes by dtype and parameter count.
@@ -90,14 +93,41 @@ Result<std::vector<int32_t>> ParseIntList(const std::string& flag, const std::st
   return out;
 }
 
+// Integer make-tiny flags and the TinySpec field each sets.
+const std::vector<std::pair<std::string, int TinySpec::*>>& TinyIntFlags() {
+  static const std::vector<std::pair<std::string, int TinySpec::*>> kFlags = {
+      {"--vocab", &TinySpec::vocab},          {"--hidden", &TinySpec::hidden},
+      {"--heads", &TinySpec::heads},          {"--head-dim", &TinySpec::head_dim},
+      {"--rope-dim", &TinySpec::rope_dim},    {"--q-lora", &TinySpec::q_lora},
+      {"--o-groups", &TinySpec::o_groups},    {"--o-lora", &TinySpec::o_lora},
+      {"--window", &TinySpec::window},        {"--index-heads", &TinySpec::index_heads},
+      {"--index-head-dim", &TinySpec::index_head_dim},
+      {"--index-topk", &TinySpec::index_topk}, {"--experts", &TinySpec::experts},
+      {"--top-k", &TinySpec::top_k},          {"--moe-inter", &TinySpec::moe_inter},
+      {"--hash-layers", &TinySpec::num_hash_layers},
+  };
+  return kFlags;
+}
+
 Status MakeTiny(const Args& a) {
   if (!a.count("--out")) return InvalidArgument("make-tiny needs --out DIR");
   TinySpec s;
   if (a.count("--seed")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--seed", a.at("--seed"))); s.seed = v; }
   if (a.count("--quantize")) s.quantize = a.at("--quantize");
-  if (a.count("--vocab")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--vocab", a.at("--vocab"))); s.vocab = static_cast<int>(v); }
-  if (a.count("--hidden")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--hidden", a.at("--hidden"))); s.hidden = static_cast<int>(v); }
-  if (a.count("--index-topk")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--index-topk", a.at("--index-topk"))); s.index_topk = static_cast<int>(v); }
+  for (const auto& [flag, field] : TinyIntFlags()) {
+    if (!a.count(flag)) continue;
+    DI_ASSIGN_OR_RETURN(long long v, ToInt(flag, a.at(flag)));
+    if (v < 0 || v > (1 << 20)) return InvalidArgument(flag + " out of range");
+    s.*field = static_cast<int>(v);
+  }
+  if (a.count("--max-position")) {
+    DI_ASSIGN_OR_RETURN(s.max_position, ToInt("--max-position", a.at("--max-position")));
+  }
+  if (a.count("--ratios")) {
+    DI_ASSIGN_OR_RETURN(auto r, ParseIntList("--ratios", a.at("--ratios")));
+    if (r.empty()) return InvalidArgument("--ratios needs at least one layer");
+    s.compress_ratios.assign(r.begin(), r.end());
+  }
   if (a.count("--no-mtp")) s.mtp = false;
   DI_RETURN_IF_ERROR(MakeTinyCheckpoint(s, a.at("--out")));
   std::printf("wrote %s (seed %llu, %s)\n", a.at("--out").c_str(),
@@ -279,7 +309,9 @@ int Main(int argc, char** argv) {
   const std::string cmd = argv[1];
   Status st;
   if (cmd == "make-tiny") {
-    auto a = ParseArgs(argc, argv, 2, {"--out", "--seed", "--quantize", "--vocab", "--hidden", "--index-topk"}, {"--no-mtp"});
+    std::vector<std::string> flags = {"--out", "--seed", "--quantize", "--max-position", "--ratios"};
+    for (const auto& f : TinyIntFlags()) flags.push_back(f.first);
+    auto a = ParseArgs(argc, argv, 2, flags, {"--no-mtp"});
     st = a.ok() ? MakeTiny(*a) : a.status();
   } else if (cmd == "inspect") {
     auto a = ParseArgs(argc, argv, 2, {"--model"}, {});
