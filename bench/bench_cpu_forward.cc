@@ -16,11 +16,15 @@ int main(int argc, char** argv) {
   int n = 256;
   std::string quantize = "fp8-fp4", numerics = "exact";
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--tokens")) n = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--quantize")) quantize = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--numerics")) numerics = argv[i + 1];
+    if (!std::strcmp(argv[i], "--tokens"))
+      n = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--quantize"))
+      quantize = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--numerics"))
+      numerics = argv[i + 1];
   }
-  const std::string dir = (std::filesystem::temp_directory_path() / "deepinfer_bench_tiny").string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "deepinfer_bench_tiny").string();
   TinySpec spec;
   spec.quantize = quantize;
   if (Status st = MakeTinyCheckpoint(spec, dir); !st.ok()) {
@@ -30,7 +34,8 @@ int main(int argc, char** argv) {
   auto ck = LoadCheckpoint(dir);
   auto mode = ParseNumerics(numerics);
   if (!ck.ok() || !mode.ok()) {
-    std::fprintf(stderr, "load failed: %s\n", (ck.ok() ? mode.status() : ck.status()).ToString().c_str());
+    std::fprintf(stderr, "load failed: %s\n",
+                 (ck.ok() ? mode.status() : ck.status()).ToString().c_str());
     return 1;
   }
   std::vector<int32_t> tokens(n);
@@ -46,13 +51,17 @@ int main(int argc, char** argv) {
     auto seq = model.NewSequence();
     auto t0 = std::chrono::steady_clock::now();
     if (!model.Forward(seq, tokens, logits.data(), nullptr).ok()) return 1;
-    const double prefill = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double prefill =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto seq2 = model.NewSequence();
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) {
-      if (!model.Forward(seq2, std::span<const int32_t>(&tokens[i], 1), logits.data(), nullptr).ok()) return 1;
+      if (!model.Forward(seq2, std::span<const int32_t>(&tokens[i], 1), logits.data(), nullptr)
+               .ok())
+        return 1;
     }
-    const double decode = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double decode =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%-8d %14.1f %14.1f\n", threads, n / prefill, n / decode);
   }
   std::filesystem::remove_all(dir);

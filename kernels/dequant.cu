@@ -55,8 +55,8 @@ int Blocks(int64_t n) {
 
 }  // namespace
 
-int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in,
-                    int block_out, int block_in, float* y, void* stream) {
+int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, int block_out,
+                    int block_in, float* y, void* stream) {
   DequantFp8Kernel<<<Blocks(out * in), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       w, scale, out, in, block_out, block_in, y);
   return static_cast<int>(cudaGetLastError());
@@ -65,8 +65,8 @@ int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t
 int DequantFp4Block32(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, float* y,
                       void* stream) {
   if (in % 32 != 0) return static_cast<int>(cudaErrorInvalidValue);
-  DequantFp4Kernel<<<Blocks(out * in / 2), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      w, scale, out, in, y);
+  DequantFp4Kernel<<<Blocks(out * in / 2), 256, 0, static_cast<cudaStream_t>(stream)>>>(w, scale,
+                                                                                        out, in, y);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -8,8 +8,8 @@
 namespace deepinfer::kernels {
 
 /// y[o, i] = e4m3(w[o, i]) * e8m0(scale[o / block_out, i / block_in]), fp32 out.
-int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in,
-                    int block_out, int block_in, float* y, void* stream);
+int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, int block_out,
+                    int block_in, float* y, void* stream);
 /// y[o, i] = e2m1(nibble i of row o) * e8m0(scale[o, i / 32]); w is [out, in / 2] bytes.
 int DequantFp4Block32(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, float* y,
                       void* stream);

@@ -40,11 +40,11 @@ class Backend {
                     const int64_t* positions, bool inverse) = 0;
   /// mHC collapse: per row, the pre/post/comb weights (Sinkhorn) and the collapsed input.
   virtual void HyperPre(const HyperConnWeights& w, const float* streams, int64_t rows, int n,
-                        int64_t dim, float norm_eps, float hc_eps, int sinkhorn_iters,
-                        float* post, float* comb, float* collapsed) = 0;
+                        int64_t dim, float norm_eps, float hc_eps, int sinkhorn_iters, float* post,
+                        float* comb, float* collapsed) = 0;
   /// mHC expand: out[j] = post[j] * y + sum_i comb[i][j] * streams[i], per row.
-  virtual void HyperPost(const float* streams, const float* y, const float* post,
-                         const float* comb, int64_t rows, int n, int64_t dim, float* out) = 0;
+  virtual void HyperPost(const float* streams, const float* y, const float* post, const float* comb,
+                         int64_t rows, int n, int64_t dim, float* out) = 0;
   /// Final mHC collapse before the model norm (sigmoid weights, no Sinkhorn).
   virtual void HyperHead(const HyperHeadWeights& w, const float* streams, int64_t rows, int n,
                          int64_t dim, float norm_eps, float hc_eps, float* out) = 0;

@@ -72,16 +72,15 @@ class [[nodiscard]] Result {
 
 }  // namespace deepinfer
 
-#define DI_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::deepinfer::Status _st = (expr);     \
-    if (!_st.ok()) return _st;            \
+#define DI_RETURN_IF_ERROR(expr)      \
+  do {                                \
+    ::deepinfer::Status _st = (expr); \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 #define DI_CONCAT_INNER(a, b) a##b
 #define DI_CONCAT(a, b) DI_CONCAT_INNER(a, b)
-#define DI_ASSIGN_OR_RETURN(lhs, expr)                         \
-  auto DI_CONCAT(_res_, __LINE__) = (expr);                    \
-  if (!DI_CONCAT(_res_, __LINE__).ok())                        \
-    return DI_CONCAT(_res_, __LINE__).status();                \
+#define DI_ASSIGN_OR_RETURN(lhs, expr)                                              \
+  auto DI_CONCAT(_res_, __LINE__) = (expr);                                         \
+  if (!DI_CONCAT(_res_, __LINE__).ok()) return DI_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(DI_CONCAT(_res_, __LINE__)).value()

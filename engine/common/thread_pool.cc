@@ -5,7 +5,8 @@
 namespace deepinfer {
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < std::max(threads, 1); ++i)
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
 ThreadPool::~ThreadPool() {

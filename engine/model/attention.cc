@@ -66,8 +66,10 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
     const int64_t first = pos[t] + 1 - m;
     be_.Rope(normed.data(), 1, 1, width, rope, &first, false);
     if (numerics_ == Numerics::kReference) {
-      if (indexer) QdqIndexerRow(normed.data(), width);
-      else QdqKvRow(normed.data(), width, rope.rope_dim);
+      if (indexer)
+        QdqIndexerRow(normed.data(), width);
+      else
+        QdqKvRow(normed.data(), width, rope.rope_dim);
     }
     rows.insert(rows.end(), normed.begin(), normed.end());
     if (w.overlap) {
@@ -90,7 +92,8 @@ void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
     for (int64_t r = 0; r < T * heads; ++r) QdqIndexerRow(&q[r * dim], dim);
   }
   be_.Linear(a.index_weights_proj, x, T, w.data(), QuantizeActs(a.index_weights_proj));
-  const float scale = 1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
+  const float scale =
+      1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
   for (float& v : w) v *= scale;
   const int64_t n_keys = static_cast<int64_t>(cache.index_keys.size()) / dim;
   std::vector<float> scores;
@@ -167,8 +170,7 @@ void Model::Attention(const LayerWeights& L, LayerCache& cache, const RopeTable&
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(&group_x[t * group_in], &o[t * H * D + g * group_in], group_in * sizeof(float));
     }
-    be_.LinearRows(a.wo_a, g * rank, rank, group_x.data(), T, group_z.data(),
-                   QuantizeActs(a.wo_a));
+    be_.LinearRows(a.wo_a, g * rank, rank, group_x.data(), T, group_z.data(), QuantizeActs(a.wo_a));
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(&z[(t * G + g) * rank], &group_z[t * rank], rank * sizeof(float));
     }

@@ -27,9 +27,11 @@ std::string TransformersName(const std::string& n) {
         {R"(^layers\.(\d+)\.ffn\.)", "layers.$1.mlp."},
         {R"(\.self_attn\.attn_sink$)", ".self_attn.sinks"},
         {R"(\.self_attn\.indexer\.compressor\.norm\.)", ".self_attn.compressor.indexer.kv_norm."},
-        {R"(\.self_attn\.indexer\.compressor\.ape$)", ".self_attn.compressor.indexer.position_bias"},
+        {R"(\.self_attn\.indexer\.compressor\.ape$)",
+         ".self_attn.compressor.indexer.position_bias"},
         {R"(\.self_attn\.indexer\.compressor\.)", ".self_attn.compressor.indexer."},
-        {R"(\.self_attn\.indexer\.weights_proj\.)", ".self_attn.compressor.indexer.scorer.weights_proj."},
+        {R"(\.self_attn\.indexer\.weights_proj\.)",
+         ".self_attn.compressor.indexer.scorer.weights_proj."},
         {R"(\.self_attn\.indexer\.)", ".self_attn.compressor.indexer."},
         {R"(\.self_attn\.compressor\.norm\.)", ".self_attn.compressor.kv_norm."},
         {R"(\.self_attn\.compressor\.ape$)", ".self_attn.compressor.position_bias"},
@@ -90,9 +92,7 @@ class Loader {
     ++error_count_;
   }
 
-  std::vector<float> Vector(const std::string& name, int64_t n) {
-    return Tensor(name, {n});
-  }
+  std::vector<float> Vector(const std::string& name, int64_t n) { return Tensor(name, {n}); }
 
   std::vector<float> Tensor(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* t = Find(name);
@@ -139,17 +139,28 @@ class Loader {
     const std::string where = "tensor '" + t->name + "' in " + *t->file;
     w.data = t->data;
     switch (t->dtype) {
-      case DType::kF32: w.format = WeightFormat::kF32; break;
-      case DType::kBF16: w.format = WeightFormat::kBF16; break;
-      case DType::kF16: w.format = WeightFormat::kF16; break;
-      case DType::kF8E4M3: w.format = WeightFormat::kFp8Block; break;
-      case DType::kI8: case DType::kU8: w.format = WeightFormat::kFp4Block; break;
+      case DType::kF32:
+        w.format = WeightFormat::kF32;
+        break;
+      case DType::kBF16:
+        w.format = WeightFormat::kBF16;
+        break;
+      case DType::kF16:
+        w.format = WeightFormat::kF16;
+        break;
+      case DType::kF8E4M3:
+        w.format = WeightFormat::kFp8Block;
+        break;
+      case DType::kI8:
+      case DType::kU8:
+        w.format = WeightFormat::kFp4Block;
+        break;
       default:
         Error(where + " has unsupported dtype " + std::string(DTypeName(t->dtype)));
         return w;
     }
-    const std::vector<int64_t> stored =
-        w.format == WeightFormat::kFp4Block ? std::vector<int64_t>{out, in / 2}
+    const std::vector<int64_t> stored = w.format == WeightFormat::kFp4Block
+                                            ? std::vector<int64_t>{out, in / 2}
                                             : std::vector<int64_t>{out, in};
     if (w.format == WeightFormat::kFp4Block && in % 32 != 0) {
       Error(where + ": FP4 weights need an input width divisible by 32, got " + std::to_string(in));
@@ -175,8 +186,8 @@ class Loader {
     if (s == nullptr) s = Find(name + ".weight_scale_inv");
     if (s == nullptr) s = Find(name + ".weight_scale");
     if (s == nullptr) {
-      Error(where + " is " + std::string(DTypeName(t->dtype)) + " but its block scales '" +
-            name + ".scale' are missing");
+      Error(where + " is " + std::string(DTypeName(t->dtype)) + " but its block scales '" + name +
+            ".scale' are missing");
       return w;
     }
     if (s->shape != scale_shape) {
@@ -312,13 +323,14 @@ LayerWeights LoadLayer(Loader& L, const ModelConfig& c, const std::string& p, At
   a.wq_b = L.Linear(ap + ".wq_b", hd, c.q_lora_rank);
   a.wkv = L.Linear(ap + ".wkv", c.head_dim, d);
   a.kv_norm = L.Vector(ap + ".kv_norm.weight", c.head_dim);
-  a.wo_a = L.Linear(ap + ".wo_a", static_cast<int64_t>(c.o_groups) * c.o_lora_rank, hd / c.o_groups);
+  a.wo_a =
+      L.Linear(ap + ".wo_a", static_cast<int64_t>(c.o_groups) * c.o_lora_rank, hd / c.o_groups);
   a.wo_b = L.Linear(ap + ".wo_b", d, static_cast<int64_t>(c.o_groups) * c.o_lora_rank);
   a.attn_sink = L.Vector(ap + ".attn_sink", c.num_heads);
   if (type != AttnType::kSliding) {
     a.has_compressor = true;
-    a.compressor = LoadCompressor(L, ap + ".compressor", c.head_dim, ratio,
-                                  type == AttnType::kCsa, static_cast<int>(d));
+    a.compressor = LoadCompressor(L, ap + ".compressor", c.head_dim, ratio, type == AttnType::kCsa,
+                                  static_cast<int>(d));
   }
   if (type == AttnType::kCsa) {
     a.has_indexer = true;
@@ -326,8 +338,8 @@ LayerWeights LoadLayer(Loader& L, const ModelConfig& c, const std::string& p, At
     a.index_wq_b = L.Linear(ip + ".wq_b", static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
                             c.q_lora_rank);
     a.index_weights_proj = L.Linear(ip + ".weights_proj", c.index_n_heads, d);
-    a.index_compressor = LoadCompressor(L, ip + ".compressor", c.index_head_dim, ratio, true,
-                                        static_cast<int>(d));
+    a.index_compressor =
+        LoadCompressor(L, ip + ".compressor", c.index_head_dim, ratio, true, static_cast<int>(d));
   }
 
   MoeWeights& m = w.ffn;
@@ -345,8 +357,13 @@ LayerWeights LoadLayer(Loader& L, const ModelConfig& c, const std::string& p, At
       m.tid2eid.resize(t->numel());
       for (int64_t i = 0; i < t->numel(); ++i) {
         int64_t v = 0;
-        if (t->dtype == DType::kI64) std::memcpy(&v, t->data + 8 * i, 8);
-        else { int32_t x; std::memcpy(&x, t->data + 4 * i, 4); v = x; }
+        if (t->dtype == DType::kI64)
+          std::memcpy(&v, t->data + 8 * i, 8);
+        else {
+          int32_t x;
+          std::memcpy(&x, t->data + 4 * i, 4);
+          v = x;
+        }
         if (v < 0 || v >= c.n_routed_experts) {
           L.Error("tensor '" + tn + "' in " + *t->file + " holds expert id " + std::to_string(v) +
                   " outside [0, " + std::to_string(c.n_routed_experts) + ")");
@@ -364,7 +381,8 @@ LayerWeights LoadLayer(Loader& L, const ModelConfig& c, const std::string& p, At
   if (c.n_shared_experts > 0) {
     m.has_shared = true;
     const int64_t si = static_cast<int64_t>(c.moe_intermediate_size) * c.n_shared_experts;
-    m.shared = {L.Linear(fp + ".shared_experts.w1", si, d), L.Linear(fp + ".shared_experts.w2", d, si),
+    m.shared = {L.Linear(fp + ".shared_experts.w1", si, d),
+                L.Linear(fp + ".shared_experts.w2", d, si),
                 L.Linear(fp + ".shared_experts.w3", si, d)};
   }
   return w;

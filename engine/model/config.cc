@@ -10,9 +10,12 @@ namespace deepinfer {
 
 const char* AttnTypeName(AttnType t) {
   switch (t) {
-    case AttnType::kSliding: return "sliding";
-    case AttnType::kCsa: return "csa";
-    case AttnType::kHca: return "hca";
+    case AttnType::kSliding:
+      return "sliding";
+    case AttnType::kCsa:
+      return "csa";
+    case AttnType::kHca:
+      return "hca";
   }
   return "?";
 }
@@ -53,9 +56,12 @@ class Reader {
     if (!Has(key)) return Missing(key, required);
     double d;
     int64_t i;
-    if (Get(key).get(d) == simdjson::SUCCESS) *out = d;
-    else if (Get(key).get(i) == simdjson::SUCCESS) *out = static_cast<double>(i);
-    else Fail(std::string(key) + " must be a number");
+    if (Get(key).get(d) == simdjson::SUCCESS)
+      *out = d;
+    else if (Get(key).get(i) == simdjson::SUCCESS)
+      *out = static_cast<double>(i);
+    else
+      Fail(std::string(key) + " must be a number");
   }
   void Bool(const char* key, bool* out) {
     if (!Has(key)) return;
@@ -116,11 +122,15 @@ void ReadLayerSchedule(Reader& r, ModelConfig* c) {
     }
     for (int l = 0; l < c->num_layers; ++l) {
       int m = ratios[l];
-      if (m == 0) c->attn_types.push_back(AttnType::kSliding);
-      else if (m == c->csa_rate) c->attn_types.push_back(AttnType::kCsa);
-      else if (m == c->hca_rate) c->attn_types.push_back(AttnType::kHca);
-      else return r.Fail("compress_ratios[" + std::to_string(l) + "] = " + std::to_string(m) +
-                         " is not supported (0, 4 or 128)");
+      if (m == 0)
+        c->attn_types.push_back(AttnType::kSliding);
+      else if (m == c->csa_rate)
+        c->attn_types.push_back(AttnType::kCsa);
+      else if (m == c->hca_rate)
+        c->attn_types.push_back(AttnType::kHca);
+      else
+        return r.Fail("compress_ratios[" + std::to_string(l) + "] = " + std::to_string(m) +
+                      " is not supported (0, 4 or 128)");
       c->compress_ratio.push_back(m);
     }
     for (size_t l = c->num_layers; l < ratios.size(); ++l) {
@@ -143,10 +153,14 @@ void ReadLayerSchedule(Reader& r, ModelConfig* c) {
   for (auto v : arr) {
     std::string_view s;
     if (v.get(s)) return r.Fail("layer_types entries must be strings");
-    if (s == "sliding_attention") c->attn_types.push_back(AttnType::kSliding);
-    else if (s == "compressed_sparse_attention") c->attn_types.push_back(AttnType::kCsa);
-    else if (s == "heavily_compressed_attention") c->attn_types.push_back(AttnType::kHca);
-    else return r.Fail("unknown layer type '" + std::string(s) + "'");
+    if (s == "sliding_attention")
+      c->attn_types.push_back(AttnType::kSliding);
+    else if (s == "compressed_sparse_attention")
+      c->attn_types.push_back(AttnType::kCsa);
+    else if (s == "heavily_compressed_attention")
+      c->attn_types.push_back(AttnType::kHca);
+    else
+      return r.Fail("unknown layer type '" + std::string(s) + "'");
   }
   for (AttnType t : c->attn_types) {
     c->compress_ratio.push_back(t == AttnType::kSliding ? 0
@@ -281,10 +295,14 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   r.Int("moe_intermediate_size", &c.moe_intermediate_size, true);
   std::string scoring = "sqrtsoftplus";
   r.String("scoring_func", &scoring);
-  if (scoring == "sqrtsoftplus") c.scoring_func = ScoringFunc::kSqrtSoftplus;
-  else if (scoring == "sigmoid") c.scoring_func = ScoringFunc::kSigmoid;
-  else if (scoring == "softmax") c.scoring_func = ScoringFunc::kSoftmax;
-  else r.Fail("unsupported scoring_func '" + scoring + "'");
+  if (scoring == "sqrtsoftplus")
+    c.scoring_func = ScoringFunc::kSqrtSoftplus;
+  else if (scoring == "sigmoid")
+    c.scoring_func = ScoringFunc::kSigmoid;
+  else if (scoring == "softmax")
+    c.scoring_func = ScoringFunc::kSoftmax;
+  else
+    r.Fail("unsupported scoring_func '" + scoring + "'");
   r.Bool("norm_topk_prob", &c.norm_topk_prob);
   r.Double("routed_scaling_factor", &c.routed_scaling_factor, false);
   r.Double("swiglu_limit", &c.swiglu_limit, false);

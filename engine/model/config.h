@@ -68,10 +68,10 @@ struct ModelConfig {
   int bos_token_id = 0;
   int eos_token_id = 1;
 
-  std::string expert_dtype;         // "fp4", "fp8" or "" (unquantised)
-  bool fp8_dense = false;           // quantization_config.quant_method == fp8
+  std::string expert_dtype;  // "fp4", "fp8" or "" (unquantised)
+  bool fp8_dense = false;    // quantization_config.quant_method == fp8
   int fp8_block_out = 128, fp8_block_in = 128;
-  std::string source_layout;        // "official" or "transformers"
+  std::string source_layout;  // "official" or "transformers"
 
   int q_heads_per_group() const { return num_heads / o_groups; }
   bool has_compressor(int layer) const { return attn_types[layer] != AttnType::kSliding; }

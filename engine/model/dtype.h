@@ -17,7 +17,7 @@ enum class DType : uint8_t {
   kI8,      // packed FP4 e2m1, two values per byte (routed experts)
   kU8,
   kI32,
-  kI64,     // tid2eid hash-routing table
+  kI64,  // tid2eid hash-routing table
 };
 
 /// Bytes per stored element (I8 counts one byte even when it holds two FP4 values).

@@ -105,16 +105,16 @@ Status Model::MtpForward(SequenceState& seq, const float* streams,
   return Status::Ok();
 }
 
-void Model::DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope,
-                         float* X, const int32_t* tokens, const int64_t* pos, int64_t T) {
+void Model::DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, float* X,
+                         const int32_t* tokens, const int64_t* pos, int64_t T) {
   const int n = cfg_.hc_mult;
   const int64_t d = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const float hc_eps = static_cast<float>(cfg_.hc_eps);
   std::vector<float> post(T * n), comb(T * n * n), h(T * d), x(T * d), y(T * d), X2(T * n * d);
 
-  be_.HyperPre(L.hc_attn, X, T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(),
-               comb.data(), h.data());
+  be_.HyperPre(L.hc_attn, X, T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(), comb.data(),
+               h.data());
   be_.RmsNorm(h.data(), L.attn_norm.data(), T, d, eps, x.data());
   Attention(L, cache, rope, x.data(), pos, T, y.data());
   be_.HyperPost(X, y.data(), post.data(), comb.data(), T, n, d, X2.data());

@@ -46,9 +46,8 @@ class Model {
                     const int32_t* tokens, const int64_t* pos, int64_t T);
   void Attention(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, const float* x,
                  const int64_t* pos, int64_t T, float* out);
-  void Compress(const CompressorWeights& w, CompressorState& st, const float* x,
-                const int64_t* pos, int64_t T, const RopeTable& rope, bool indexer,
-                std::vector<float>& rows);
+  void Compress(const CompressorWeights& w, CompressorState& st, const float* x, const int64_t* pos,
+                int64_t T, const RopeTable& rope, bool indexer, std::vector<float>& rows);
   void SelectCompressed(const AttentionWeights& a, const LayerCache& cache, const RopeTable& rope,
                         const float* x, const float* q_residual, const int64_t* pos, int64_t T,
                         std::vector<std::vector<int32_t>>& selected);

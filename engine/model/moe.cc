@@ -8,7 +8,6 @@
 
 namespace deepinfer {
 
-
 void Model::Ffn(const FfnWeights& f, const float* x, int64_t rows, float* out) {
   const int64_t inter = f.w1.out;
   std::vector<float> g(rows * inter), u(rows * inter), act(rows * inter);

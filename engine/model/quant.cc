@@ -44,8 +44,8 @@ constexpr float Pow2(int e) {
 constexpr float DecodeE4M3(uint8_t b) {
   const int exp = (b >> 3) & 0xf, man = b & 0x7;
   if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  const float r = exp == 0 ? static_cast<float>(man) * Pow2(-9)
-                           : static_cast<float>(8 + man) * Pow2(exp - 10);
+  const float r =
+      exp == 0 ? static_cast<float>(man) * Pow2(-9) : static_cast<float>(8 + man) * Pow2(exp - 10);
   return (b & 0x80) ? -r : r;
 }
 

@@ -25,8 +25,10 @@ float RouterScore(ScoringFunc f, float logit) {
       const float sp = logit > 20.0f ? logit : std::log1p(std::exp(logit));
       return std::sqrt(sp);
     }
-    case ScoringFunc::kSigmoid: return 1.0f / (1.0f + std::exp(-logit));
-    case ScoringFunc::kSoftmax: return logit;
+    case ScoringFunc::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-logit));
+    case ScoringFunc::kSoftmax:
+      return logit;
   }
   return logit;
 }

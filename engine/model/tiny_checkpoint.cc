@@ -53,8 +53,10 @@ class Builder {
         w_.Add(name, DType::kBF16, shape, std::move(b));
         return;
       }
-      case Kind::kFp8: return PutFp8(name, shape[0], shape[1], v);
-      case Kind::kFp4: return PutFp4(name, shape[0], shape[1], v);
+      case Kind::kFp8:
+        return PutFp8(name, shape[0], shape[1], v);
+      case Kind::kFp4:
+        return PutFp4(name, shape[0], shape[1], v);
     }
   }
 
@@ -207,7 +209,8 @@ class Builder {
     for (int64_t o = 0; o < out; ++o) {
       for (int64_t b = 0; b < in / 32; ++b) {
         float amax = 0;
-        for (int64_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(v[o * in + i]));
+        for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+          amax = std::max(amax, std::fabs(v[o * in + i]));
         const int e = Pow2ScaleExponent(amax, 6.0f, 1e-30f);
         scale[o * (in / 32) + b] = static_cast<uint8_t>(e + 127);
         for (int64_t i = b * 32; i < b * 32 + 32; i += 2) {
@@ -227,7 +230,9 @@ class Builder {
     for (int r : s_.compress_ratios) ratios += (ratios.empty() ? "" : ", ") + std::to_string(r);
     if (s_.mtp) ratios += ", 0";
     std::string j = "{\n";
-    auto kv = [&](const std::string& k, const std::string& v) { j += "  \"" + k + "\": " + v + ",\n"; };
+    auto kv = [&](const std::string& k, const std::string& v) {
+      j += "  \"" + k + "\": " + v + ",\n";
+    };
     kv("architectures", "[\"DeepseekV4ForCausalLM\"]");
     kv("model_type", "\"deepseek_v4\"");
     kv("vocab_size", std::to_string(s_.vocab));
@@ -243,8 +248,9 @@ class Builder {
     kv("sliding_window", std::to_string(s_.window));
     kv("rope_theta", "10000");
     kv("compress_rope_theta", "160000");
-    kv("rope_scaling", "{\"type\": \"yarn\", \"factor\": 16, \"original_max_position_embeddings\": "
-                       "65536, \"beta_fast\": 32, \"beta_slow\": 1}");
+    kv("rope_scaling",
+       "{\"type\": \"yarn\", \"factor\": 16, \"original_max_position_embeddings\": "
+       "65536, \"beta_fast\": 32, \"beta_slow\": 1}");
     kv("max_position_embeddings", std::to_string(s_.max_position));
     kv("compress_ratios", "[" + ratios + "]");
     kv("index_n_heads", std::to_string(s_.index_heads));
@@ -272,9 +278,10 @@ class Builder {
     kv("torch_dtype", "\"bfloat16\"");
     if (s_.quantize == "fp8-fp4") {
       kv("expert_dtype", "\"fp4\"");
-      kv("quantization_config", "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"scale_fmt\": "
-                                "\"ue8m0\", \"activation_scheme\": \"dynamic\", "
-                                "\"weight_block_size\": [128, 128]}");
+      kv("quantization_config",
+         "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"scale_fmt\": "
+         "\"ue8m0\", \"activation_scheme\": \"dynamic\", "
+         "\"weight_block_size\": [128, 128]}");
     }
     j += "  \"initializer_range\": 0.02\n}\n";
     std::ofstream out(path);
@@ -302,7 +309,8 @@ Status MakeTinyCheckpoint(const TinySpec& spec, const std::string& dir) {
   if (spec.vocab < 2 || spec.top_k > spec.experts || spec.heads % spec.o_groups != 0) {
     return InvalidArgument("inconsistent tiny spec (vocab, top_k, heads/o_groups)");
   }
-  if (spec.rope_dim % 2 != 0 || spec.rope_dim > spec.head_dim || spec.rope_dim > spec.index_head_dim) {
+  if (spec.rope_dim % 2 != 0 || spec.rope_dim > spec.head_dim ||
+      spec.rope_dim > spec.index_head_dim) {
     return InvalidArgument("rope_dim must be even and fit in head_dim and index_head_dim");
   }
   if ((spec.index_head_dim & (spec.index_head_dim - 1)) != 0) {

@@ -9,11 +9,16 @@ namespace deepinfer {
 
 const char* WeightFormatName(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kF32: return "f32";
-    case WeightFormat::kBF16: return "bf16";
-    case WeightFormat::kF16: return "f16";
-    case WeightFormat::kFp8Block: return "fp8-e4m3-block";
-    case WeightFormat::kFp4Block: return "fp4-e2m1-block32";
+    case WeightFormat::kF32:
+      return "f32";
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kF16:
+      return "f16";
+    case WeightFormat::kFp8Block:
+      return "fp8-e4m3-block";
+    case WeightFormat::kFp4Block:
+      return "fp4-e2m1-block32";
   }
   return "?";
 }
@@ -21,10 +26,15 @@ const char* WeightFormatName(WeightFormat f) {
 size_t LinearWeight::bytes() const {
   const size_t n = static_cast<size_t>(out) * static_cast<size_t>(in);
   switch (format) {
-    case WeightFormat::kF32: return 4 * n;
-    case WeightFormat::kBF16: case WeightFormat::kF16: return 2 * n;
-    case WeightFormat::kFp8Block: return n;
-    case WeightFormat::kFp4Block: return n / 2;
+    case WeightFormat::kF32:
+      return 4 * n;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+      return 2 * n;
+    case WeightFormat::kFp8Block:
+      return n;
+    case WeightFormat::kFp4Block:
+      return n / 2;
   }
   return 0;
 }

@@ -27,7 +27,9 @@ struct LinearWeight {
   int block_out = 1, block_in = 1;
   std::string name;
 
-  bool quantized() const { return format == WeightFormat::kFp8Block || format == WeightFormat::kFp4Block; }
+  bool quantized() const {
+    return format == WeightFormat::kFp8Block || format == WeightFormat::kFp4Block;
+  }
   size_t bytes() const;
 };
 
@@ -35,8 +37,8 @@ struct LinearWeight {
 void DequantizeRow(const LinearWeight& w, int64_t row, float* out);
 
 struct CompressorWeights {
-  int width = 0;     // output row width (head_dim, or index_head_dim for the indexer)
-  int ratio = 0;     // tokens per compressed row
+  int width = 0;         // output row width (head_dim, or index_head_dim for the indexer)
+  int ratio = 0;         // tokens per compressed row
   bool overlap = false;  // CSA: two series, each projection is 2*width wide
   LinearWeight wkv, wgate;
   std::vector<float> ape;   // [ratio, (overlap ? 2 : 1) * width]
@@ -59,8 +61,8 @@ struct FfnWeights {
 
 struct MoeWeights {
   LinearWeight gate;
-  std::vector<float> gate_bias;   // empty for hash-routed layers
-  std::vector<int32_t> tid2eid;   // [vocab, top_k], hash-routed layers only
+  std::vector<float> gate_bias;  // empty for hash-routed layers
+  std::vector<int32_t> tid2eid;  // [vocab, top_k], hash-routed layers only
   std::vector<FfnWeights> experts;
   bool has_shared = false;
   FfnWeights shared;

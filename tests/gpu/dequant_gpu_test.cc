@@ -25,7 +25,8 @@ class DequantGpuTest : public ::testing::Test {
   std::vector<uint8_t> RandomBytes(size_t n, uint8_t avoid_mask = 0) {
     std::vector<uint8_t> v(n);
     for (auto& b : v) {
-      do b = static_cast<uint8_t>(rng_()); while (avoid_mask && (b & 0x7f) == avoid_mask);
+      do b = static_cast<uint8_t>(rng_());
+      while (avoid_mask && (b & 0x7f) == avoid_mask);
     }
     return v;
   }
@@ -59,7 +60,8 @@ class DequantGpuTest : public ::testing::Test {
 };
 
 TEST_F(DequantGpuTest, Fp8BlockMatchesCpu) {
-  for (auto [out, in] : {std::pair<int64_t, int64_t>{300, 200}, {128, 128}, {1, 513}, {257, 4096}}) {
+  for (auto [out, in] :
+       {std::pair<int64_t, int64_t>{300, 200}, {128, 128}, {1, 513}, {257, 4096}}) {
     auto w = RandomBytes(out * in, 0x7f);
     auto s = RandomScales(((out + 127) / 128) * ((in + 127) / 128));
     auto y = RunGpu(w, s, out * in, false, out, in);
@@ -73,7 +75,8 @@ TEST_F(DequantGpuTest, Fp8BlockMatchesCpu) {
     std::vector<float> row(in);
     for (int64_t o = 0; o < out; ++o) {
       DequantizeRow(lw, o, row.data());
-      ASSERT_EQ(0, std::memcmp(row.data(), &y[o * in], in * 4)) << "row " << o << " of " << out << "x" << in;
+      ASSERT_EQ(0, std::memcmp(row.data(), &y[o * in], in * 4))
+          << "row " << o << " of " << out << "x" << in;
     }
   }
 }

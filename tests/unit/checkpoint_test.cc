@@ -118,9 +118,8 @@ TEST_F(CheckpointTest, TruncatedFileIsDataLossNamingTheFile) {
 }
 
 TEST_F(CheckpointTest, DeclaredMtpWithoutTensorsLoadsWithAWarning) {
-  RewriteCheckpoint(dir_.path(), [](std::string& n, DType&, auto&, auto&) {
-    return n.rfind("mtp.", 0) != 0;
-  });
+  RewriteCheckpoint(dir_.path(),
+                    [](std::string& n, DType&, auto&, auto&) { return n.rfind("mtp.", 0) != 0; });
   auto ck = LoadCheckpoint(dir_.path());
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
   EXPECT_FALSE((*ck)->weights.has_mtp);
@@ -129,9 +128,8 @@ TEST_F(CheckpointTest, DeclaredMtpWithoutTensorsLoadsWithAWarning) {
 }
 
 TEST_F(CheckpointTest, PartialMtpBlockIsAnError) {
-  RewriteCheckpoint(dir_.path(), [](std::string& n, DType&, auto&, auto&) {
-    return n != "mtp.0.hnorm.weight";
-  });
+  RewriteCheckpoint(dir_.path(),
+                    [](std::string& n, DType&, auto&, auto&) { return n != "mtp.0.hnorm.weight"; });
   EXPECT_NE(LoadStatus().message().find("mtp.0.hnorm.weight"), std::string::npos);
 }
 
@@ -145,9 +143,11 @@ TEST_F(CheckpointTest, ShardedCheckpointMatchesSingleFile) {
     bool first = true;
     for (const auto& [name, t] : store->all()) {
       const bool in_a = name.rfind("layers.", 0) == 0;
-      (in_a ? a : b).Add(name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->nbytes));
+      (in_a ? a : b)
+          .Add(name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->nbytes));
       index += std::string(first ? "" : ", ") + "\"" + name + "\": \"" +
-               (in_a ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors") + "\"";
+               (in_a ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors") +
+               "\"";
       first = false;
     }
   }

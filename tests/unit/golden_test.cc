@@ -1,6 +1,7 @@
 // The CPU engine against golden logits from transformers (tests/data/golden, made on the GPU host
 // by tools/reference/golden.py): full prefill, prefill-then-decode and chunked prefill at awkward
-// splits, the MTP block, FP8/FP4, F32 and BF16 checkpoints, and transformers' save_pretrained layout.
+// splits, the MTP block, FP8/FP4, F32 and BF16 checkpoints, and transformers' save_pretrained
+// layout.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -34,11 +35,26 @@ GoldenCase Case(const std::string& name) {
   } else if (name == "tiny-var") {
     // Other sizes everywhere, a 64-token window, index_topk above the row count, one hash layer,
     // and a max_position_embeddings that disagrees with the YaRN factor (the factor wins).
-    c.spec = {.seed = 21, .quantize = "fp8-fp4", .vocab = 384, .hidden = 256,
-              .compress_ratios = {0, 4, 128, 0, 4, 128}, .num_hash_layers = 1, .mtp = true,
-              .heads = 8, .head_dim = 128, .rope_dim = 32, .q_lora = 128, .o_groups = 4,
-              .o_lora = 64, .window = 64, .index_heads = 16, .index_head_dim = 64,
-              .index_topk = 512, .experts = 16, .top_k = 4, .moe_inter = 96,
+    c.spec = {.seed = 21,
+              .quantize = "fp8-fp4",
+              .vocab = 384,
+              .hidden = 256,
+              .compress_ratios = {0, 4, 128, 0, 4, 128},
+              .num_hash_layers = 1,
+              .mtp = true,
+              .heads = 8,
+              .head_dim = 128,
+              .rope_dim = 32,
+              .q_lora = 128,
+              .o_groups = 4,
+              .o_lora = 64,
+              .window = 64,
+              .index_heads = 16,
+              .index_head_dim = 64,
+              .index_topk = 512,
+              .experts = 16,
+              .top_k = 4,
+              .moe_inter = 96,
               .max_position = 4096};
   } else {
     c.spec.quantize = "bf16";
@@ -93,8 +109,8 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     int64_t done = 0;
     for (int64_t c : chunks) {
       EXPECT_TRUE(model
-                      .Forward(seq, std::span<const int32_t>(&tokens_[done], c), &logits[done * vocab_],
-                               streams ? &(*streams)[done * S] : nullptr)
+                      .Forward(seq, std::span<const int32_t>(&tokens_[done], c),
+                               &logits[done * vocab_], streams ? &(*streams)[done * S] : nullptr)
                       .ok());
       done += c;
     }
@@ -149,12 +165,16 @@ TEST_P(GoldenTest, MtpMatchesReferenceBuiltFromTransformersModules) {
   std::vector<float> mtp((n - 1) * vocab_);
   SequenceState seq = model.NewSequence();
   const int64_t first = 150;
-  ASSERT_TRUE(model.MtpForward(seq, streams.data(), std::span<const int32_t>(&tokens_[1], first),
-                               mtp.data()).ok());
+  ASSERT_TRUE(
+      model
+          .MtpForward(seq, streams.data(), std::span<const int32_t>(&tokens_[1], first), mtp.data())
+          .ok());
   const int64_t S = static_cast<int64_t>(ck_->config.hc_mult) * ck_->config.hidden_size;
-  ASSERT_TRUE(model.MtpForward(seq, &streams[first * S],
-                               std::span<const int32_t>(&tokens_[1 + first], n - 1 - first),
-                               &mtp[first * vocab_]).ok());
+  ASSERT_TRUE(model
+                  .MtpForward(seq, &streams[first * S],
+                              std::span<const int32_t>(&tokens_[1 + first], n - 1 - first),
+                              &mtp[first * vocab_])
+                  .ok());
   EXPECT_LT(MaxRowRelError(mtp.data(), golden->data.data(), n - 1, vocab_), 1e-4);
   EXPECT_EQ(testing::ArgmaxAgreement(mtp.data(), golden->data.data(), n - 1, vocab_), 1.0);
 }

@@ -1,13 +1,14 @@
 // Behaviour of the V4 forward on random tiny checkpoints: split invariance, thread invariance,
 // compressor emission, window and compressed-row visibility, reference-numerics rounding, and
 // input validation.
+#include "engine/model/model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "engine/model/model.h"
 #include "engine/model/quant.h"
 #include "tests/unit/test_util.h"
 
@@ -39,8 +40,8 @@ class ModelTest : public ::testing::Test {
     SequenceState seq = m.NewSequence();
     int64_t done = 0;
     for (int64_t c : chunks) {
-      EXPECT_TRUE(m.Forward(seq, std::span<const int32_t>(&tokens[done], c), &out[done * V],
-                            nullptr).ok());
+      EXPECT_TRUE(
+          m.Forward(seq, std::span<const int32_t>(&tokens[done], c), &out[done * V], nullptr).ok());
       done += c;
     }
     return out;
@@ -56,8 +57,8 @@ TEST_F(ModelTest, AnySplitGivesBitIdenticalLogits) {
     Model m(*ck, *be, mode);
     auto tokens = Tokens(270, 512);
     auto full = Logits(m, tokens, {270});
-    for (std::vector<int64_t> split : {std::vector<int64_t>{1, 269}, {127, 1, 1, 141},
-                                       {128, 128, 14}, {3, 5, 7, 255}}) {
+    for (std::vector<int64_t> split :
+         {std::vector<int64_t>{1, 269}, {127, 1, 1, 141}, {128, 128, 14}, {3, 5, 7, 255}}) {
       EXPECT_EQ(Logits(m, tokens, split), full) << "split starting " << split[0];
     }
   }
@@ -79,7 +80,8 @@ TEST_F(ModelTest, CompressorsEmitOneRowPerCompleteWindow) {
   auto tokens = Tokens(300, 512);
   std::vector<float> logits(512);
   for (int64_t p = 0; p < 300; ++p) {
-    ASSERT_TRUE(m.Forward(seq, std::span<const int32_t>(&tokens[p], 1), logits.data(), nullptr).ok());
+    ASSERT_TRUE(
+        m.Forward(seq, std::span<const int32_t>(&tokens[p], 1), logits.data(), nullptr).ok());
     const int64_t n = p + 1;
     EXPECT_EQ(seq.layers[0].n_rows(), 0);
     EXPECT_EQ(seq.layers[2].n_rows(), n / 4) << "after " << n << " tokens";

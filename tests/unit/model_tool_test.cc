@@ -53,10 +53,12 @@ TEST_F(ModelToolTest, InspectSummarisesTheCheckpoint) {
 TEST_F(ModelToolTest, LogitsPrefillAndDecodeAgree) {
   std::string tokens;
   for (int i = 0; i < 40; ++i) tokens += (i ? "," : "") + std::to_string((i * 37) % 300);
-  ToolRun a = Tool("logits --model " + model() + " --tokens " + tokens + " --out " + (dir_ / "a.npy"));
+  ToolRun a =
+      Tool("logits --model " + model() + " --tokens " + tokens + " --out " + (dir_ / "a.npy"));
   ASSERT_EQ(a.code, 0) << a.out;
-  ToolRun b = Tool("logits --model " + model() + " --tokens " + tokens + " --out " + (dir_ / "b.npy") +
-               " --decode-from 7 --threads 2 --mtp-out " + (dir_ / "mtp.npy"));
+  ToolRun b =
+      Tool("logits --model " + model() + " --tokens " + tokens + " --out " + (dir_ / "b.npy") +
+           " --decode-from 7 --threads 2 --mtp-out " + (dir_ / "mtp.npy"));
   ASSERT_EQ(b.code, 0) << b.out;
   auto x = ReadNpy(dir_ / "a.npy"), y = ReadNpy(dir_ / "b.npy"), m = ReadNpy(dir_ / "mtp.npy");
   ASSERT_TRUE(x.ok() && y.ok() && m.ok());
@@ -87,7 +89,8 @@ TEST_F(ModelToolTest, BadInputGivesClearErrors) {
   r = Tool("logits --model " + (dir_ / "nope") + " --tokens 1 --out " + (dir_ / "x.npy"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find(dir_ / "nope"), std::string::npos) << r.out;
-  r = Tool("logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy") + " --decode-from 3");
+  r = Tool("logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy") +
+           " --decode-from 3");
   EXPECT_EQ(r.code, 2);
   r = Tool("make-tiny --out " + (dir_ / "q") + " --quantize int3");
   EXPECT_EQ(r.code, 2);
@@ -97,7 +100,8 @@ TEST_F(ModelToolTest, BadInputGivesClearErrors) {
 }
 
 TEST_F(ModelToolTest, CudaDeviceIsAClearError) {
-  ToolRun r = Tool("logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy") + " --device cuda");
+  ToolRun r = Tool("logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy") +
+                   " --device cuda");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--device cuda"), std::string::npos) << r.out;
 }

@@ -46,7 +46,8 @@ Result<Args> ParseArgs(int argc, char** argv, int first,
   Args a;
   for (int i = first; i < argc; ++i) {
     std::string k = argv[i];
-    bool takes = std::find(flags_with_value.begin(), flags_with_value.end(), k) != flags_with_value.end();
+    bool takes =
+        std::find(flags_with_value.begin(), flags_with_value.end(), k) != flags_with_value.end();
     bool bare = std::find(bare_flags.begin(), bare_flags.end(), k) != bare_flags.end();
     if (takes) {
       if (i + 1 >= argc) return InvalidArgument(k + " needs a value");
@@ -96,14 +97,21 @@ Result<std::vector<int32_t>> ParseIntList(const std::string& flag, const std::st
 // Integer make-tiny flags and the TinySpec field each sets.
 const std::vector<std::pair<std::string, int TinySpec::*>>& TinyIntFlags() {
   static const std::vector<std::pair<std::string, int TinySpec::*>> kFlags = {
-      {"--vocab", &TinySpec::vocab},          {"--hidden", &TinySpec::hidden},
-      {"--heads", &TinySpec::heads},          {"--head-dim", &TinySpec::head_dim},
-      {"--rope-dim", &TinySpec::rope_dim},    {"--q-lora", &TinySpec::q_lora},
-      {"--o-groups", &TinySpec::o_groups},    {"--o-lora", &TinySpec::o_lora},
-      {"--window", &TinySpec::window},        {"--index-heads", &TinySpec::index_heads},
+      {"--vocab", &TinySpec::vocab},
+      {"--hidden", &TinySpec::hidden},
+      {"--heads", &TinySpec::heads},
+      {"--head-dim", &TinySpec::head_dim},
+      {"--rope-dim", &TinySpec::rope_dim},
+      {"--q-lora", &TinySpec::q_lora},
+      {"--o-groups", &TinySpec::o_groups},
+      {"--o-lora", &TinySpec::o_lora},
+      {"--window", &TinySpec::window},
+      {"--index-heads", &TinySpec::index_heads},
       {"--index-head-dim", &TinySpec::index_head_dim},
-      {"--index-topk", &TinySpec::index_topk}, {"--experts", &TinySpec::experts},
-      {"--top-k", &TinySpec::top_k},          {"--moe-inter", &TinySpec::moe_inter},
+      {"--index-topk", &TinySpec::index_topk},
+      {"--experts", &TinySpec::experts},
+      {"--top-k", &TinySpec::top_k},
+      {"--moe-inter", &TinySpec::moe_inter},
       {"--hash-layers", &TinySpec::num_hash_layers},
   };
   return kFlags;
@@ -112,7 +120,10 @@ const std::vector<std::pair<std::string, int TinySpec::*>>& TinyIntFlags() {
 Status MakeTiny(const Args& a) {
   if (!a.count("--out")) return InvalidArgument("make-tiny needs --out DIR");
   TinySpec s;
-  if (a.count("--seed")) { DI_ASSIGN_OR_RETURN(long long v, ToInt("--seed", a.at("--seed"))); s.seed = v; }
+  if (a.count("--seed")) {
+    DI_ASSIGN_OR_RETURN(long long v, ToInt("--seed", a.at("--seed")));
+    s.seed = v;
+  }
   if (a.count("--quantize")) s.quantize = a.at("--quantize");
   for (const auto& [flag, field] : TinyIntFlags()) {
     if (!a.count(flag)) continue;
@@ -146,13 +157,14 @@ Status Inspect(const Args& a) {
               c.q_lora_rank, c.o_groups, c.o_lora_rank);
   std::string sched;
   for (int l = 0; l < c.num_layers; ++l) {
-    sched += std::string(l ? " " : "") + AttnTypeName(c.attn_types[l]) + (c.hash_routed[l] ? "/hash" : "");
+    sched += std::string(l ? " " : "") + AttnTypeName(c.attn_types[l]) +
+             (c.hash_routed[l] ? "/hash" : "");
   }
   std::printf("  layers: %s\n", sched.c_str());
   std::printf("  experts %d top-%d width %d shared %d  indexer %d x %d top-%d  window %d  mtp %s\n",
               c.n_routed_experts, c.num_experts_per_tok, c.moe_intermediate_size,
-              c.n_shared_experts, c.index_n_heads, c.index_head_dim, c.index_topk,
-              c.sliding_window, ck->weights.has_mtp ? "yes" : "no");
+              c.n_shared_experts, c.index_n_heads, c.index_head_dim, c.index_topk, c.sliding_window,
+              ck->weights.has_mtp ? "yes" : "no");
   std::map<std::string, std::pair<size_t, size_t>> by_dtype;  // dtype -> (tensors, bytes)
   long long params = 0;
   for (const auto& [name, t] : ck->store->all()) {
@@ -179,7 +191,8 @@ Status Logits(const Args& a) {
     if (!CudaBuildEnabled()) {
       return Unimplemented("--device cuda: this build has no CUDA support (nvcc was not found)");
     }
-    return Unimplemented("--device cuda: the CUDA model backend is not implemented yet; use --device cpu");
+    return Unimplemented(
+        "--device cuda: the CUDA model backend is not implemented yet; use --device cpu");
   }
   if (device != "cpu") return InvalidArgument("--device must be cpu or cuda, got '" + device + "'");
   std::vector<int32_t> tokens;
@@ -197,7 +210,9 @@ Status Logits(const Args& a) {
   if (tokens.empty()) return InvalidArgument("no tokens given");
   const int64_t n = static_cast<int64_t>(tokens.size());
   Numerics numerics = Numerics::kExact;
-  if (a.count("--numerics")) { DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics"))); }
+  if (a.count("--numerics")) {
+    DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics")));
+  }
   int threads = 1;
   if (a.count("--threads")) {
     DI_ASSIGN_OR_RETURN(long long v, ToInt("--threads", a.at("--threads")));
@@ -250,9 +265,8 @@ Status Logits(const Args& a) {
     if (!model.has_mtp()) return InvalidArgument("--mtp-out: the checkpoint has no MTP block");
     if (n < 2) return InvalidArgument("--mtp-out needs at least two tokens");
     std::vector<float> mtp((n - 1) * V);
-    DI_RETURN_IF_ERROR(model.MtpForward(seq, streams.data(),
-                                        std::span<const int32_t>(tokens.data() + 1, n - 1),
-                                        mtp.data()));
+    DI_RETURN_IF_ERROR(model.MtpForward(
+        seq, streams.data(), std::span<const int32_t>(tokens.data() + 1, n - 1), mtp.data()));
     DI_RETURN_IF_ERROR(WriteNpy(a.at("--mtp-out"), mtp.data(), {n - 1, V}));
   }
   return Status::Ok();
@@ -265,10 +279,14 @@ Status Generate(const Args& a) {
   DI_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIntList("--tokens", a.at("--tokens")));
   if (prompt.empty()) return InvalidArgument("--tokens is empty");
   long long max_new = 16;
-  if (a.count("--max-new")) { DI_ASSIGN_OR_RETURN(max_new, ToInt("--max-new", a.at("--max-new"))); }
+  if (a.count("--max-new")) {
+    DI_ASSIGN_OR_RETURN(max_new, ToInt("--max-new", a.at("--max-new")));
+  }
   if (max_new < 1 || max_new > 1000000) return InvalidArgument("--max-new must be in [1, 1000000]");
   Numerics numerics = Numerics::kExact;
-  if (a.count("--numerics")) { DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics"))); }
+  if (a.count("--numerics")) {
+    DI_ASSIGN_OR_RETURN(numerics, ParseNumerics(a.at("--numerics")));
+  }
   int threads = 1;
   if (a.count("--threads")) {
     DI_ASSIGN_OR_RETURN(long long v, ToInt("--threads", a.at("--threads")));
@@ -292,12 +310,14 @@ Status Generate(const Args& a) {
     std::printf("%s%d", i ? "," : "", next);
     std::fflush(stdout);
     if (next == ck->config.eos_token_id || i + 1 == max_new) break;
-    DI_RETURN_IF_ERROR(model.Forward(seq, std::span<const int32_t>(&out.back(), 1), logits.data(), nullptr));
+    DI_RETURN_IF_ERROR(
+        model.Forward(seq, std::span<const int32_t>(&out.back(), 1), logits.data(), nullptr));
     last = logits.data();
   }
   std::printf("\n");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("prompt {} tokens, generated {} tokens in {:.3f} s", prompt.size(), out.size(), secs);
+  spdlog::info("prompt {} tokens, generated {} tokens in {:.3f} s", prompt.size(), out.size(),
+               secs);
   return Status::Ok();
 }
 
@@ -309,7 +329,8 @@ int Main(int argc, char** argv) {
   const std::string cmd = argv[1];
   Status st;
   if (cmd == "make-tiny") {
-    std::vector<std::string> flags = {"--out", "--seed", "--quantize", "--max-position", "--ratios"};
+    std::vector<std::string> flags = {"--out", "--seed", "--quantize", "--max-position",
+                                      "--ratios"};
     for (const auto& f : TinyIntFlags()) flags.push_back(f.first);
     auto a = ParseArgs(argc, argv, 2, flags, {"--no-mtp"});
     st = a.ok() ? MakeTiny(*a) : a.status();
@@ -323,7 +344,8 @@ int Main(int argc, char** argv) {
                        {});
     st = a.ok() ? Logits(*a) : a.status();
   } else if (cmd == "generate") {
-    auto a = ParseArgs(argc, argv, 2, {"--model", "--tokens", "--max-new", "--numerics", "--threads"}, {});
+    auto a = ParseArgs(argc, argv, 2,
+                       {"--model", "--tokens", "--max-new", "--numerics", "--threads"}, {});
     st = a.ok() ? Generate(*a) : a.status();
   } else {
     std::fprintf(stderr, "deepinfer-model: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -47,8 +47,10 @@ class CpuBackend final : public Backend {
       }
     };
     // Waking workers costs more than a small product; the split never changes the result.
-    if (rows * in * out < (1 << 18)) body(0, out);
-    else pool_.ParallelFor(out, body);
+    if (rows * in * out < (1 << 18))
+      body(0, out);
+    else
+      pool_.ParallelFor(out, body);
   }
 
   void Embed(const LinearWeight& table, const int32_t* tokens, int64_t n, float* out) override {
@@ -136,8 +138,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void HyperHead(const HyperHeadWeights& w, const float* streams, int64_t rows, int n,
-                 int64_t dim, float norm_eps, float hc_eps, float* out) override {
+  void HyperHead(const HyperHeadWeights& w, const float* streams, int64_t rows, int n, int64_t dim,
+                 float norm_eps, float hc_eps, float* out) override {
     const int64_t flat = n * dim;
     std::vector<float> normed(flat), pre(n);
     for (int64_t r = 0; r < rows; ++r) {
@@ -155,9 +157,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void SparseAttention(const float* q, const AttentionQuery* queries, int64_t n_queries,
-                       int heads, int head_dim, const float* sinks, float scale,
-                       float* o) override {
+  void SparseAttention(const float* q, const AttentionQuery* queries, int64_t n_queries, int heads,
+                       int head_dim, const float* sinks, float scale, float* o) override {
     pool_.ParallelFor(n_queries * heads, [&](int64_t begin, int64_t end) {
       std::vector<float> p;
       for (int64_t idx = begin; idx < end; ++idx) {
