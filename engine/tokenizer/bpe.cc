@@ -1,22 +1,76 @@
 #include "engine/tokenizer/bpe.h"
 
+#include <algorithm>
+#include <cstring>
 #include <queue>
 
 namespace deepinfer {
 
 BpeMerger::BpeMerger(const int32_t (&byte_ids)[256], const std::vector<Merge>& merges) {
   for (int b = 0; b < 256; ++b) byte_ids_[b] = byte_ids[b];
-  pairs_.reserve(merges.size() * 2);
+  uint64_t size = 16;
+  while (size < merges.size() * 2) size <<= 1;
+  slots_.assign(size, Slot{kEmpty, {-1, -1}});
+  mask_ = size - 1;
   for (size_t r = 0; r < merges.size(); ++r) {
+    const uint64_t key = Key(merges[r].left, merges[r].right);
+    uint64_t i = Hash(key) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
     // The first occurrence of a pair wins, as with a rank map built from the merges list.
-    pairs_.emplace(Key(merges[r].left, merges[r].right),
-                   Entry{static_cast<int32_t>(r), merges[r].merged});
+    if (slots_[i].key == kEmpty) slots_[i] = {key, {static_cast<int32_t>(r), merges[r].merged}};
   }
 }
 
+namespace {
+
+// Words repeat: a per-thread, direct-mapped cache of short pieces skips the merge loop for most
+// of them. Per thread, so encoding takes no lock; fixed size, so memory stays flat.
+constexpr size_t kCachedPieceBytes = 32;
+constexpr size_t kCachedIds = 14;
+constexpr size_t kCacheSlots = 1 << 14;
+
+struct CacheSlot {
+  uint8_t len = 0xFF;  // 0xFF: empty
+  uint8_t n_ids = 0;
+  char bytes[kCachedPieceBytes];
+  int32_t ids[kCachedIds];
+};
+
+struct PieceCache {
+  const void* owner = nullptr;
+  std::vector<CacheSlot> slots;
+};
+
+uint64_t HashPiece(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h ^ (h >> 29);
+}
+
+}  // namespace
+
 void BpeMerger::Encode(std::string_view piece, std::vector<int32_t>* out) const {
-  if (piece.size() <= 64) EncodeShort(piece, out);
-  else EncodeLong(piece, out);
+  if (piece.size() > 64) return EncodeLong(piece, out);
+  if (piece.size() > kCachedPieceBytes) return EncodeShort(piece, out);
+  thread_local PieceCache cache;
+  if (cache.owner != this) {
+    cache.slots.assign(kCacheSlots, CacheSlot{});
+    cache.owner = this;
+  }
+  CacheSlot& slot = cache.slots[HashPiece(piece) & (kCacheSlots - 1)];
+  if (slot.len == piece.size() && std::memcmp(slot.bytes, piece.data(), piece.size()) == 0) {
+    out->insert(out->end(), slot.ids, slot.ids + slot.n_ids);
+    return;
+  }
+  const size_t before = out->size();
+  EncodeShort(piece, out);
+  const size_t n = out->size() - before;
+  if (n <= kCachedIds) {
+    slot.len = static_cast<uint8_t>(piece.size());
+    slot.n_ids = static_cast<uint8_t>(n);
+    std::memcpy(slot.bytes, piece.data(), piece.size());
+    std::copy(out->begin() + before, out->end(), slot.ids);
+  }
 }
 
 // Short pieces: arrays of symbols and pair ranks, rescanned for the minimum after each merge.

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace deepinfer {
@@ -25,9 +24,21 @@ class BpeMerger {
   struct Entry {
     int32_t rank, merged;
   };
+  // Open addressing with linear probing: the pair table is read for every adjacent pair of
+  // every piece, so it is a flat power-of-two array rather than a node-based map.
   Entry Lookup(int32_t left, int32_t right) const {
-    auto it = pairs_.find(Key(left, right));
-    return it == pairs_.end() ? Entry{-1, -1} : it->second;
+    const uint64_t key = Key(left, right);
+    for (uint64_t i = Hash(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return s.entry;
+      if (s.key == kEmpty) return {-1, -1};
+    }
+  }
+  static uint64_t Hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
   }
   static uint64_t Key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -35,8 +46,14 @@ class BpeMerger {
   void EncodeShort(std::string_view piece, std::vector<int32_t>* out) const;
   void EncodeLong(std::string_view piece, std::vector<int32_t>* out) const;
 
+  struct Slot {
+    uint64_t key;
+    Entry entry;
+  };
+  static constexpr uint64_t kEmpty = ~0ull;
   int32_t byte_ids_[256];
-  std::unordered_map<uint64_t, Entry> pairs_;
+  std::vector<Slot> slots_;
+  uint64_t mask_ = 0;
 };
 
 }  // namespace deepinfer

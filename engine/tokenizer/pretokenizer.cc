@@ -1,5 +1,7 @@
 #include "engine/tokenizer/pretokenizer.h"
 
+#include "engine/tokenizer/deepseek_splitter.h"
+
 #include <cstdio>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -137,8 +139,18 @@ Result<std::string> ToPcre2Pattern(std::string_view p) {
 
 struct PreTokenizer::Pass {
   pcre2_code* code = nullptr;
+  bool jit = false;
   ~Pass() { pcre2_code_free(code); }
 };
+
+namespace {
+// pcre2_jit_match skips the interpreter's option checks: most calls match one short piece.
+int Match(const PreTokenizer::Pass* pass, PCRE2_SPTR subject, uint32_t len, uint32_t pos,
+          pcre2_match_data* match) {
+  if (pass->jit) return pcre2_jit_match(pass->code, subject, len, pos, 0, match, nullptr);
+  return pcre2_match(pass->code, subject, len, pos, PCRE2_NO_UTF_CHECK, match, nullptr);
+}
+}  // namespace
 
 PreTokenizer::~PreTokenizer() = default;
 
@@ -159,13 +171,19 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(const std::vector<std
                              " in " + js);
     }
     // JIT is an optimisation: when unavailable the interpreter gives the same matches.
-    (void)pcre2_jit_compile(pass->code, PCRE2_JIT_COMPLETE);
+    pass->jit = pcre2_jit_compile(pass->code, PCRE2_JIT_COMPLETE) == 0;
     p->passes_.push_back(std::move(pass));
   }
+  p->deepseek_ = IsDeepSeekPattern(patterns);
   return p;
 }
 
 void PreTokenizer::Split(std::string_view text, std::vector<Span>* out) const {
+  if (deepseek_) return DeepSeekSplit(text, out);
+  SplitRegex(text, out);
+}
+
+void PreTokenizer::SplitRegex(std::string_view text, std::vector<Span>* out) const {
   std::vector<Span> cur = {{0, static_cast<uint32_t>(text.size())}}, next;
   if (text.empty()) return;
   for (const auto& pass : passes_) {
@@ -179,8 +197,7 @@ void PreTokenizer::Split(std::string_view text, std::vector<Span>* out) const {
       const uint32_t len = piece.end - piece.begin;
       uint32_t pos = 0, last = 0;
       while (pos < len) {
-        const int rc = pcre2_match(pass->code, subject, len, pos, PCRE2_NO_UTF_CHECK, match.get(),
-                                   nullptr);
+        const int rc = Match(pass.get(), subject, len, pos, match.get());
         if (rc < 0) break;
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match.get());
         const uint32_t b = static_cast<uint32_t>(ov[0]), e = static_cast<uint32_t>(ov[1]);

@@ -190,6 +190,7 @@ Status Tokenizer::Parse(const std::string& json, const std::string& origin) {
     id_bytes_[id] = std::string(content);
     added_[id] = special ? 2 : 1;
     added_by_content_[std::string(content)] = static_cast<int32_t>(id);
+    starts_added_[static_cast<unsigned char>(content[0])] = true;
     int32_t node = 0;
     for (unsigned char c : content) {
       int32_t child = -1;
@@ -236,7 +237,8 @@ void Tokenizer::EncodeRecognizing(std::string_view text, std::vector<int32_t>* o
   size_t start = 0, i = 0;
   while (i < text.size()) {
     size_t len = 0;
-    const int32_t id = text[i] == '\0' && trie_[0].children.empty() ? -1 : MatchAdded(text, i, &len);
+    const int32_t id =
+        starts_added_[static_cast<unsigned char>(text[i])] ? MatchAdded(text, i, &len) : -1;
     if (id < 0) {
       ++i;
       continue;

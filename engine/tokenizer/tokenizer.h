@@ -70,6 +70,7 @@ class Tokenizer {
   std::vector<uint8_t> added_;  // 0 vocabulary, 1 added, 2 added and special
   std::unordered_map<std::string, int32_t> added_by_content_;
   std::vector<TrieNode> trie_;
+  bool starts_added_[256] = {};  // bytes that begin some added token
   std::unique_ptr<PreTokenizer> pre_;
   std::unique_ptr<BpeMerger> bpe_;
 };

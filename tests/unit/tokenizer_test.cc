@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/common/json_writer.h"
+#include "engine/tokenizer/deepseek_splitter.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "tests/unit/test_util.h"
@@ -225,6 +226,29 @@ TEST(TokenizerTest, PatternRewriteFollowsJavaScript) {
   auto extra = JsPropertyAdditions("L");
   ASSERT_TRUE(extra.ok());
   EXPECT_NE(extra->find("\\x{13460}"), std::string::npos);
+}
+
+// The hand-written DeepSeek splitter against the PCRE2 path on the same patterns.
+TEST(TokenizerTest, FastSplitterAgreesWithTheRegexes) {
+  const std::vector<std::string> patterns = {
+      "\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
+      "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+  ASSERT_TRUE(IsDeepSeekPattern(patterns)) << "the fast path would not be taken";
+  auto pre = PreTokenizer::Create(patterns);
+  ASSERT_TRUE(pre.ok()) << pre.status().ToString();
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 5000; ++i) {
+    std::string t = RandomText(rng);
+    if (i % 3 == 0) t += std::string(1 + rng() % 5, " \n\r\t"[rng() % 4]) + RandomText(rng);
+    std::vector<Span> fast, regex;
+    (*pre)->Split(t, &fast);
+    (*pre)->SplitRegex(t, &regex);
+    ASSERT_EQ(fast.size(), regex.size()) << JsonString(t);
+    for (size_t k = 0; k < fast.size(); ++k) {
+      ASSERT_TRUE(fast[k].begin == regex[k].begin && fast[k].end == regex[k].end) << JsonString(t);
+    }
+  }
 }
 
 TEST(TokenizerTest, LoadErrorsAreClear) {

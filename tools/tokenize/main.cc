@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "engine/common/json_writer.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/openai.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -24,7 +26,8 @@ commands:
       One JSON array of ids per input line -> one JSON string per output line.
   chat --tokenizer DIR --messages FILE.json [--thinking] [--reasoning-effort high|max]
        [--tools FILE.json]
-      Render a conversation with the V4 chat template; prints the prompt, then its ids.
+      Render a conversation with the V4 chat template; prints the prompt, then a line with its
+      ids. FILE.json is an array of OpenAI-style messages or a chat-completions request body.
 FILE may be - for standard input. DIR holds tokenizer.json.
 )";
 
@@ -123,6 +126,29 @@ Status Decode(const Args& a, const Tokenizer& tok) {
   return Status::Ok();
 }
 
+Status Chat(const Args& a, const Tokenizer& tok) {
+  if (!a.count("--messages")) return InvalidArgument("chat needs --messages FILE.json");
+  DI_ASSIGN_OR_RETURN(std::string body, ReadAll(a.at("--messages")));
+  size_t first = body.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && body[first] == '[') body = "{\"messages\": " + body + "}";
+  DI_ASSIGN_OR_RETURN(ChatCompletionRequest req, ParseChatCompletionRequest(body));
+  if (a.count("--thinking")) req.options.thinking = true;
+  if (a.count("--reasoning-effort")) req.options.reasoning_effort = a.at("--reasoning-effort");
+  if (a.count("--tools")) {
+    DI_ASSIGN_OR_RETURN(std::string tools, ReadAll(a.at("--tools")));
+    DI_ASSIGN_OR_RETURN(ChatCompletionRequest t,
+                        ParseChatCompletionRequest("{\"messages\": [], \"tools\": " + tools + "}"));
+    req.options.tools_json = t.options.tools_json;
+  }
+  DI_ASSIGN_OR_RETURN(RenderedPrompt prompt, RenderV4Chat(req.messages, req.options));
+  DI_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.EncodePrompt(prompt));
+  std::string out = prompt.text + "\n[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  out += "]\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return Status::Ok();
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -132,6 +158,10 @@ int Main(int argc, char** argv) {
   Result<Args> args = InvalidArgument("unknown command '" + cmd + "'");
   if (cmd == "encode") args = ParseArgs(argc, argv, {"--tokenizer", "--jsonl"}, {"--safe"});
   if (cmd == "decode") args = ParseArgs(argc, argv, {"--tokenizer", "--jsonl"}, {"--skip-special"});
+  if (cmd == "chat") {
+    args = ParseArgs(argc, argv, {"--tokenizer", "--messages", "--reasoning-effort", "--tools"},
+                     {"--thinking"});
+  }
   Status st = args.status();
   if (args.ok()) {
     if (!args->count("--tokenizer")) {
@@ -140,7 +170,8 @@ int Main(int argc, char** argv) {
       auto tok = Tokenizer::LoadDir(args->at("--tokenizer"));
       if (!tok.ok()) st = tok.status();
       else if (cmd == "encode") st = Encode(*args, **tok);
-      else st = Decode(*args, **tok);
+      else if (cmd == "decode") st = Decode(*args, **tok);
+      else st = Chat(*args, **tok);
     }
   }
   if (!st.ok()) {
