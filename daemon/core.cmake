@@ -1,0 +1,1 @@
+# deepinfer_daemon_core: configuration (flags and config file) and systemd integration.

@@ -1,0 +1,1 @@
+# deepinfer_ipc_shm: shared-memory region, SPSC rings, eventfd, peer credentials.

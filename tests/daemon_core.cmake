@@ -1,0 +1,1 @@
+# tests for daemon_core
