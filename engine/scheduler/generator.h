@@ -1,0 +1,56 @@
+// Runs one generation request on a Model: prefill the prompt, then sample token by token until
+// max_tokens, EOS, a stop id or a stop string, or cancellation. The single-request engine of the
+// daemon; the batching scheduler replaces its loop but keeps its stop rules.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/common/status.h"
+#include "engine/model/model.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace deepinfer {
+
+struct GenerationParams {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  SamplingConfig sampling;
+  std::vector<int32_t> stop_ids;        // besides the model's EOS
+  std::vector<std::string> stop_strings;  // need a tokenizer
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kLength, kStop, kCancelled };
+const char* FinishReasonString(FinishReason r);
+
+/// One generated token and the text it completes (empty without a tokenizer or while a
+/// character or a possible stop string is still incomplete).
+struct GeneratedToken {
+  int32_t token;
+  std::string text;
+};
+
+class Generator {
+ public:
+  /// `tokenizer` may be null: then there is no text and stop strings are rejected.
+  Generator(Model& model, const Tokenizer* tokenizer) : model_(model), tok_(tokenizer) {}
+
+  /// Validates and runs the request. `emit` receives each token; returning false stops the
+  /// request (reported as cancelled). `cancel` is polled before every step.
+  Result<FinishReason> Run(uint64_t request_id, const GenerationParams& params,
+                           const std::function<bool(const GeneratedToken&)>& emit,
+                           const std::atomic<bool>* cancel = nullptr);
+
+  Status Validate(const GenerationParams& params) const;
+
+ private:
+  Model& model_;
+  const Tokenizer* tok_;
+};
+
+}  // namespace deepinfer

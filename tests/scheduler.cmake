@@ -1,0 +1,3 @@
+deepinfer_unit_test(sampler_test unit/sampler_test.cc)
+deepinfer_unit_test(generator_test unit/generator_test.cc)
+target_link_libraries(generator_test PRIVATE deepinfer_scheduler)

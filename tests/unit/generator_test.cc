@@ -1,0 +1,140 @@
+// The single-request generator: greedy equals the argmax chain, stop ids and stop strings,
+// max_tokens, cancellation, seeded sampling, and validation.
+#include "engine/scheduler/generator.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/model/tiny_checkpoint.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer {
+namespace {
+
+GenerationParams Params(std::vector<int32_t> prompt, int max_tokens, float temperature,
+                        uint64_t seed = 0) {
+  GenerationParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = temperature;
+  p.sampling.seed = seed;
+  p.ignore_eos = true;
+  return p;
+}
+
+class GeneratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_.path()).ok());
+    auto ck = LoadCheckpoint(dir_.path());
+    ASSERT_TRUE(ck.ok());
+    ck_ = std::move(ck).value();
+    backend_ = MakeCpuBackend(1);
+    model_ = std::make_unique<Model>(*ck_, *backend_, Numerics::kExact);
+    auto tok = Tokenizer::LoadDir(Tokenizer::DefaultDir(DEEPINFER_SOURCE_DIR));
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    tok_ = std::move(tok).value();
+  }
+
+  std::vector<GeneratedToken> Generate(const GenerationParams& p, FinishReason* reason,
+                                       uint64_t request = 1) {
+    Generator g(*model_, tok_.get());
+    std::vector<GeneratedToken> out;
+    auto r = g.Run(request, p, [&](const GeneratedToken& t) {
+      out.push_back(t);
+      return true;
+    });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) *reason = *r;
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Checkpoint> ck_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(GeneratorTest, GreedyFollowsTheArgmaxChain) {
+  GenerationParams p = Params({5, 6, 7}, 6, 0);
+  FinishReason reason;
+  auto out = Generate(p, &reason);
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(reason, FinishReason::kLength);
+  std::vector<int32_t> seq = p.prompt;
+  for (const auto& t : out) {
+    std::vector<float> logits(seq.size() * 512);
+    SequenceState s = model_->NewSequence();
+    ASSERT_TRUE(model_->Forward(s, seq, logits.data(), nullptr).ok());
+    const float* last = &logits[(seq.size() - 1) * 512];
+    EXPECT_EQ(t.token, std::max_element(last, last + 512) - last);
+    seq.push_back(t.token);
+  }
+  std::string text;
+  for (const auto& t : out) text += t.text;
+  EXPECT_EQ(text, *tok_->Decode(std::vector<int32_t>(seq.begin() + 3, seq.end())));
+}
+
+TEST_F(GeneratorTest, StopIdsAndStopStrings) {
+  GenerationParams p = Params({9, 8}, 8, 0);
+  FinishReason reason;
+  auto free_run = Generate(p, &reason);
+  ASSERT_EQ(free_run.size(), 8u);
+  p.stop_ids = {free_run[2].token};
+  auto stopped = Generate(p, &reason);
+  EXPECT_EQ(reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.back().token, free_run[2].token);
+  EXPECT_LE(stopped.size(), 3u);
+  // A stop string: the text ends right before it.
+  std::string full;
+  for (const auto& t : free_run) full += t.text;
+  ASSERT_GE(full.size(), 4u);
+  const std::string stop = full.substr(full.size() / 2, 2);
+  p.stop_ids.clear();
+  p.stop_strings = {stop};
+  auto cut = Generate(p, &reason);
+  std::string text;
+  for (const auto& t : cut) text += t.text;
+  EXPECT_EQ(reason, FinishReason::kStop);
+  EXPECT_EQ(text, full.substr(0, full.find(stop)));
+}
+
+TEST_F(GeneratorTest, CancellationAndSeededSampling) {
+  GenerationParams p = Params({1, 2, 3}, 10, 1.0f, 3);
+  FinishReason reason;
+  auto a = Generate(p, &reason, 11), b = Generate(p, &reason, 11);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].token, b[i].token);
+  p.sampling.seed = 4;
+  auto c = Generate(p, &reason, 11);
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) differs = differs || a[i].token != c[i].token;
+  EXPECT_TRUE(differs);
+  Generator g(*model_, tok_.get());
+  int calls = 0;
+  auto r = g.Run(1, p, [&](const GeneratedToken&) { return ++calls < 3; });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, FinishReason::kCancelled);
+  EXPECT_EQ(calls, 3);
+  std::atomic<bool> cancel{true};
+  EXPECT_EQ(*g.Run(1, p, [](const GeneratedToken&) { return true; }, &cancel),
+            FinishReason::kCancelled);
+}
+
+TEST_F(GeneratorTest, ValidationNamesTheField) {
+  Generator g(*model_, tok_.get());
+  auto ok = [](const GeneratedToken&) { return true; };
+  GenerationParams p = Params({1, 512}, 4, 0);
+  EXPECT_NE(g.Run(1, p, ok).status().message().find("prompt"), std::string::npos);
+  p = Params({1}, 0, 0);
+  EXPECT_NE(g.Run(1, p, ok).status().message().find("max_tokens"), std::string::npos);
+  p = Params({1}, 4, 3);
+  EXPECT_NE(g.Run(1, p, ok).status().message().find("temperature"), std::string::npos);
+  Generator no_tok(*model_, nullptr);
+  p = Params({1}, 4, 0);
+  p.stop_strings = {"x"};
+  EXPECT_NE(no_tok.Run(1, p, ok).status().message().find("tokenizer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace deepinfer

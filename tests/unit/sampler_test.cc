@@ -1,0 +1,69 @@
+// Sampling: greedy, the counter-based random stream, temperature/top-k/top-p/min-p, determinism.
+#include "engine/sampling/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+namespace deepinfer {
+namespace {
+
+TEST(SamplerTest, GreedyIsArgmaxWithLowerIdOnTies) {
+  std::vector<int32_t> scratch;
+  const float logits[] = {0.5f, 2.0f, -1.0f, 2.0f};
+  SamplingConfig greedy{.temperature = 0.0f};
+  EXPECT_EQ(SampleToken(logits, 4, greedy, 1, 0, scratch), 1);
+  SamplingConfig k1{.temperature = 1.0f, .top_k = 1};
+  EXPECT_EQ(SampleToken(logits, 4, k1, 1, 0, scratch), 1);
+}
+
+TEST(SamplerTest, DrawsDependOnlyOnSeedStreamAndPosition) {
+  EXPECT_EQ(CounterUniform(1, 2, 3), CounterUniform(1, 2, 3));
+  EXPECT_NE(CounterUniform(1, 2, 3), CounterUniform(1, 2, 4));
+  EXPECT_NE(CounterUniform(1, 2, 3), CounterUniform(2, 2, 3));
+  EXPECT_NE(CounterUniform(1, 2, 3), CounterUniform(1, 3, 3));
+  for (uint64_t i = 0; i < 1000; ++i) {
+    const double u = CounterUniform(7, 9, i);
+    EXPECT_GE(u, 0.0);
+    EXPECT_LT(u, 1.0);
+  }
+}
+
+// Sampling frequencies over many positions follow softmax(logits / T).
+TEST(SamplerTest, FrequenciesFollowTheTemperedSoftmax) {
+  const float logits[] = {1.0f, 0.0f, -1.0f, 0.5f};
+  SamplingConfig cfg{.temperature = 0.7f, .seed = 42};
+  std::vector<int32_t> scratch;
+  std::map<int32_t, int> count;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) count[SampleToken(logits, 4, cfg, 5, i, scratch)]++;
+  double z = 0;
+  for (float l : logits) z += std::exp(l / 0.7);
+  for (int t = 0; t < 4; ++t) {
+    const double expected = std::exp(logits[t] / 0.7) / z;
+    EXPECT_NEAR(count[t] / static_cast<double>(n), expected, 0.005) << "token " << t;
+  }
+}
+
+TEST(SamplerTest, TopKTopPAndMinPRestrictTheCandidates) {
+  const float logits[] = {3.0f, 2.9f, 0.0f, -5.0f, 2.8f};
+  std::vector<int32_t> scratch;
+  auto seen = [&](const SamplingConfig& cfg) {
+    std::map<int32_t, int> c;
+    for (int i = 0; i < 20000; ++i) c[SampleToken(logits, 5, cfg, 1, i, scratch)]++;
+    return c;
+  };
+  auto k2 = seen({.temperature = 1.0f, .top_k = 2});
+  EXPECT_EQ(k2.size(), 2u);
+  EXPECT_TRUE(k2.count(0) && k2.count(1));
+  // The three near-equal logits hold ~97% of the mass: top_p 0.5 keeps the first two.
+  auto p = seen({.temperature = 1.0f, .top_p = 0.5f});
+  EXPECT_EQ(p.size(), 2u);
+  auto m = seen({.temperature = 1.0f, .min_p = 0.5f});
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_FALSE(m.count(2));
+}
+
+}  // namespace
+}  // namespace deepinfer
