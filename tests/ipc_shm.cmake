@@ -1,1 +1,7 @@
 # tests for ipc_shm
+deepinfer_unit_test(shm_ring_test unit/shm_ring_test.cc)
+target_link_libraries(shm_ring_test PRIVATE deepinfer_ipc_shm)
+deepinfer_unit_test(shm_region_test unit/shm_region_test.cc)
+target_link_libraries(shm_region_test PRIVATE deepinfer_ipc_shm)
+deepinfer_unit_test(eventfd_test unit/eventfd_test.cc)
+target_link_libraries(eventfd_test PRIVATE deepinfer_ipc_shm)

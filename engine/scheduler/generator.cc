@@ -5,11 +5,11 @@
 
 namespace deepinfer {
 
-const char* FinishReasonString(FinishReason r) {
+const char* GenerationEndName(GenerationEnd r) {
   switch (r) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
+    case GenerationEnd::kLength: return "length";
+    case GenerationEnd::kStop: return "stop";
+    case GenerationEnd::kCancelled: return "cancelled";
   }
   return "?";
 }
@@ -38,7 +38,7 @@ Status Generator::Validate(const GenerationParams& p) const {
   return Status::Ok();
 }
 
-Result<FinishReason> Generator::Run(uint64_t request_id, const GenerationParams& p,
+Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams& p,
                                     const std::function<bool(const GeneratedToken&)>& emit,
                                     const std::atomic<bool>* cancel) {
   DI_RETURN_IF_ERROR(Validate(p));
@@ -56,7 +56,7 @@ Result<FinishReason> Generator::Run(uint64_t request_id, const GenerationParams&
   std::string held;  // decoded text not yet emitted: it may begin a stop string
   std::vector<int32_t> scratch;
   for (int step = 0; step < p.max_tokens; ++step) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return FinishReason::kCancelled;
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return GenerationEnd::kCancelled;
     const int32_t token = SampleToken(last, vocab, p.sampling, request_id,
                                       static_cast<uint64_t>(p.prompt.size() + step), scratch);
     const bool stop_id = (!p.ignore_eos && token == eos) ||
@@ -73,8 +73,8 @@ Result<FinishReason> Generator::Run(uint64_t request_id, const GenerationParams&
       for (const auto& s : p.stop_strings) cut = std::min(cut, held.find(s));
       if (cut != std::string::npos) {
         out.text = held.substr(0, cut);
-        if (!emit(out)) return FinishReason::kCancelled;
-        return FinishReason::kStop;
+        if (!emit(out)) return GenerationEnd::kCancelled;
+        return GenerationEnd::kStop;
       }
       size_t keep = 0;
       for (size_t k = std::min(longest_stop - (longest_stop > 0), held.size()); k > 0; --k) {
@@ -90,13 +90,13 @@ Result<FinishReason> Generator::Run(uint64_t request_id, const GenerationParams&
       out.text = held.substr(0, held.size() - keep);
       held.erase(0, held.size() - keep);
     }
-    if (!emit(out)) return FinishReason::kCancelled;
-    if (stop_id) return FinishReason::kStop;
+    if (!emit(out)) return GenerationEnd::kCancelled;
+    if (stop_id) return GenerationEnd::kStop;
     if (step + 1 == p.max_tokens) break;
     DI_RETURN_IF_ERROR(model_.Forward(seq, std::span<const int32_t>(&token, 1), logits.data(), nullptr));
     last = logits.data();
   }
-  return FinishReason::kLength;
+  return GenerationEnd::kLength;
 }
 
 }  // namespace deepinfer

@@ -25,8 +25,8 @@ struct GenerationParams {
   bool ignore_eos = false;
 };
 
-enum class FinishReason { kLength, kStop, kCancelled };
-const char* FinishReasonString(FinishReason r);
+enum class GenerationEnd { kLength, kStop, kCancelled };
+const char* GenerationEndName(GenerationEnd r);
 
 /// One generated token and the text it completes (empty without a tokenizer or while a
 /// character or a possible stop string is still incomplete).
@@ -42,7 +42,7 @@ class Generator {
 
   /// Validates and runs the request. `emit` receives each token; returning false stops the
   /// request (reported as cancelled). `cancel` is polled before every step.
-  Result<FinishReason> Run(uint64_t request_id, const GenerationParams& params,
+  Result<GenerationEnd> Run(uint64_t request_id, const GenerationParams& params,
                            const std::function<bool(const GeneratedToken&)>& emit,
                            const std::atomic<bool>* cancel = nullptr);
 

@@ -35,7 +35,7 @@ class GeneratorTest : public ::testing::Test {
     tok_ = std::move(tok).value();
   }
 
-  std::vector<GeneratedToken> Generate(const GenerationParams& p, FinishReason* reason,
+  std::vector<GeneratedToken> Generate(const GenerationParams& p, GenerationEnd* reason,
                                        uint64_t request = 1) {
     Generator g(*model_, tok_.get());
     std::vector<GeneratedToken> out;
@@ -57,10 +57,10 @@ class GeneratorTest : public ::testing::Test {
 
 TEST_F(GeneratorTest, GreedyFollowsTheArgmaxChain) {
   GenerationParams p = Params({5, 6, 7}, 6, 0);
-  FinishReason reason;
+  GenerationEnd reason;
   auto out = Generate(p, &reason);
   ASSERT_EQ(out.size(), 6u);
-  EXPECT_EQ(reason, FinishReason::kLength);
+  EXPECT_EQ(reason, GenerationEnd::kLength);
   std::vector<int32_t> seq = p.prompt;
   for (const auto& t : out) {
     std::vector<float> logits(seq.size() * 512);
@@ -77,12 +77,12 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxChain) {
 
 TEST_F(GeneratorTest, StopIdsAndStopStrings) {
   GenerationParams p = Params({9, 8}, 8, 0);
-  FinishReason reason;
+  GenerationEnd reason;
   auto free_run = Generate(p, &reason);
   ASSERT_EQ(free_run.size(), 8u);
   p.stop_ids = {free_run[2].token};
   auto stopped = Generate(p, &reason);
-  EXPECT_EQ(reason, FinishReason::kStop);
+  EXPECT_EQ(reason, GenerationEnd::kStop);
   EXPECT_EQ(stopped.back().token, free_run[2].token);
   EXPECT_LE(stopped.size(), 3u);
   // A stop string: the text ends right before it.
@@ -95,13 +95,13 @@ TEST_F(GeneratorTest, StopIdsAndStopStrings) {
   auto cut = Generate(p, &reason);
   std::string text;
   for (const auto& t : cut) text += t.text;
-  EXPECT_EQ(reason, FinishReason::kStop);
+  EXPECT_EQ(reason, GenerationEnd::kStop);
   EXPECT_EQ(text, full.substr(0, full.find(stop)));
 }
 
 TEST_F(GeneratorTest, CancellationAndSeededSampling) {
   GenerationParams p = Params({1, 2, 3}, 10, 1.0f, 3);
-  FinishReason reason;
+  GenerationEnd reason;
   auto a = Generate(p, &reason, 11), b = Generate(p, &reason, 11);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].token, b[i].token);
@@ -114,11 +114,11 @@ TEST_F(GeneratorTest, CancellationAndSeededSampling) {
   int calls = 0;
   auto r = g.Run(1, p, [&](const GeneratedToken&) { return ++calls < 3; });
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, FinishReason::kCancelled);
+  EXPECT_EQ(*r, GenerationEnd::kCancelled);
   EXPECT_EQ(calls, 3);
   std::atomic<bool> cancel{true};
   EXPECT_EQ(*g.Run(1, p, [](const GeneratedToken&) { return true; }, &cancel),
-            FinishReason::kCancelled);
+            GenerationEnd::kCancelled);
 }
 
 TEST_F(GeneratorTest, ValidationNamesTheField) {

@@ -1,0 +1,302 @@
+// deepinfer: the command-line client of deepinferd.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "engine/common/json_writer.h"
+
+namespace deepinfer::client {
+namespace {
+
+constexpr const char* kUsage = R"(usage: deepinfer [--socket PATH] COMMAND [options]
+
+commands:
+  generate (--prompt TEXT | --messages FILE.json | --prompt-ids 1,2,3) [--max-tokens N]
+           [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop S]... [--stop-id ID]...
+           [--format text|ids|jsonl]
+      Streams the generated tokens as they arrive. Ctrl-C cancels the request.
+  status [--json]      The daemon's counters.
+  health               Exit 0 when the daemon is healthy.
+  cancel ID            Cancels request ID of this connection (useful only for scripting tests).
+  bench [--clients N] [--requests N] [--prompt-ids 1,2,3] [--max-tokens N]
+      N concurrent clients; prints TTFT, inter-token latency and throughput percentiles.
+The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
+)";
+
+std::atomic<bool> g_interrupted{false};
+
+struct Args {
+  std::string socket;
+  std::string command;
+  std::multimap<std::string, std::string> opts;
+  std::vector<std::string> positional;
+  std::string Get(const std::string& k, const std::string& def = "") const {
+    auto it = opts.find(k);
+    return it == opts.end() ? def : it->second;
+  }
+};
+
+Result<Args> Parse(int argc, char** argv) {
+  Args a;
+  const char* env = std::getenv("DEEPINFER_SOCKET");
+  a.socket = env ? env : "/run/deepinfer/deepinfer.sock";
+  const std::vector<std::string> bare = {"--json"};
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) == 0) {
+      if (std::find(bare.begin(), bare.end(), k) != bare.end()) {
+        a.opts.emplace(k, "1");
+        continue;
+      }
+      if (i + 1 >= argc) return InvalidArgument(k + " needs a value");
+      if (k == "--socket") a.socket = argv[++i];
+      else a.opts.emplace(k, argv[++i]);
+    } else if (a.command.empty()) {
+      a.command = k;
+    } else {
+      a.positional.push_back(k);
+    }
+  }
+  if (a.command.empty()) return InvalidArgument("no command");
+  return a;
+}
+
+Result<long long> Int(const std::string& flag, const std::string& s) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used == s.size()) return v;
+  } catch (...) {
+  }
+  return InvalidArgument(flag + ": expected an integer, got '" + s + "'");
+}
+
+Result<double> Double(const std::string& flag, const std::string& s) {
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    if (used == s.size()) return v;
+  } catch (...) {
+  }
+  return InvalidArgument(flag + ": expected a number, got '" + s + "'");
+}
+
+Result<std::vector<int32_t>> Ids(const std::string& flag, const std::string& s) {
+  std::vector<int32_t> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');) {
+    DI_ASSIGN_OR_RETURN(long long v, Int(flag, part));
+    if (v < 0 || v > INT32_MAX) return InvalidArgument(flag + ": id out of range: " + part);
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return out;
+}
+
+Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
+  ipc::GenerateRequest r;
+  r.id = id;
+  const int kinds = a.opts.count("--prompt") + a.opts.count("--messages") + a.opts.count("--prompt-ids");
+  if (kinds != 1) return InvalidArgument("give exactly one of --prompt, --messages, --prompt-ids");
+  if (a.opts.count("--prompt")) {
+    r.prompt_kind = ipc::PromptKind::kText;
+    r.prompt = a.Get("--prompt");
+  } else if (a.opts.count("--messages")) {
+    std::ifstream in(a.Get("--messages"));
+    if (!in) return NotFound(a.Get("--messages") + ": cannot read");
+    r.prompt_kind = ipc::PromptKind::kMessages;
+    r.messages_json.assign(std::istreambuf_iterator<char>(in), {});
+  } else {
+    r.prompt_kind = ipc::PromptKind::kIds;
+    DI_ASSIGN_OR_RETURN(r.prompt_ids, Ids("--prompt-ids", a.Get("--prompt-ids")));
+  }
+  if (a.opts.count("--max-tokens")) { DI_ASSIGN_OR_RETURN(r.max_tokens, Int("--max-tokens", a.Get("--max-tokens"))); }
+  else r.max_tokens = 64;
+  if (a.opts.count("--temperature")) { DI_ASSIGN_OR_RETURN(r.temperature, Double("--temperature", a.Get("--temperature"))); }
+  if (a.opts.count("--top-p")) { DI_ASSIGN_OR_RETURN(r.top_p, Double("--top-p", a.Get("--top-p"))); }
+  if (a.opts.count("--top-k")) {
+    DI_ASSIGN_OR_RETURN(long long k, Int("--top-k", a.Get("--top-k")));
+    r.top_k = static_cast<int32_t>(k);
+  }
+  if (a.opts.count("--seed")) {
+    DI_ASSIGN_OR_RETURN(long long s, Int("--seed", a.Get("--seed")));
+    r.seed = static_cast<uint64_t>(s);
+  }
+  for (auto [it, end] = a.opts.equal_range("--stop"); it != end; ++it) r.stop.push_back(it->second);
+  for (auto [it, end] = a.opts.equal_range("--stop-id"); it != end; ++it) {
+    DI_ASSIGN_OR_RETURN(long long v, Int("--stop-id", it->second));
+    r.stop_ids.push_back(static_cast<int32_t>(v));
+  }
+  return r;
+}
+
+const char* FinishName(uint16_t r) {
+  switch (static_cast<ipc::FinishReason>(r)) {
+    case ipc::FinishReason::kStop: return "stop";
+    case ipc::FinishReason::kLength: return "length";
+    case ipc::FinishReason::kCancelled: return "cancelled";
+    case ipc::FinishReason::kClientTooSlow: return "client_too_slow";
+    case ipc::FinishReason::kError: return "error";
+    default: return "none";
+  }
+}
+
+Status Generate(const Args& a) {
+  const std::string format = a.Get("--format", "text");
+  if (format != "text" && format != "ids" && format != "jsonl") {
+    return InvalidArgument("--format must be text, ids or jsonl");
+  }
+  DI_ASSIGN_OR_RETURN(ipc::GenerateRequest req, BuildRequest(a, 1));
+  DI_ASSIGN_OR_RETURN(auto client, Client::Connect(a.socket));
+  DI_ASSIGN_OR_RETURN(ipc::Accepted accepted, client->Generate(req));
+  (void)accepted;
+  bool first = true, cancel_sent = false;
+  for (;;) {
+    if (g_interrupted && !cancel_sent) {
+      DI_RETURN_IF_ERROR(client->Cancel(req.id));
+      cancel_sent = true;
+    }
+    DI_ASSIGN_OR_RETURN(auto ev, client->NextEvent(std::chrono::milliseconds(200)));
+    if (!ev) continue;
+    const auto kind = static_cast<ipc::EventKind>(ev->kind);
+    const std::string text(ev->text, ev->text_len);
+    if (kind == ipc::EventKind::kToken || kind == ipc::EventKind::kText) {
+      if (format == "text") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      } else if (format == "ids" && kind == ipc::EventKind::kToken) {
+        std::printf("%s%d", first ? "" : ",", ev->token);
+        first = false;
+      } else if (format == "jsonl") {
+        std::string line = "{\"token\": " + std::to_string(ev->token) + ", \"text\": ";
+        AppendJsonString(&line, text);
+        std::printf("%s}\n", line.c_str());
+      }
+      std::fflush(stdout);
+    } else if (kind == ipc::EventKind::kDone || kind == ipc::EventKind::kError) {
+      if (format == "jsonl") std::printf("{\"finish_reason\": \"%s\"}\n", FinishName(ev->finish_reason));
+      else std::printf("\n");
+      if (kind == ipc::EventKind::kError) return Internal("the request failed: " + text);
+      return Status::Ok();
+    }
+  }
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+Status Bench(const Args& a) {
+  DI_ASSIGN_OR_RETURN(long long clients, Int("--clients", a.Get("--clients", "4")));
+  DI_ASSIGN_OR_RETURN(long long requests, Int("--requests", a.Get("--requests", "4")));
+  Args base = a;
+  if (!base.opts.count("--prompt-ids") && !base.opts.count("--prompt")) base.opts.emplace("--prompt-ids", "1,2,3,4");
+  if (!base.opts.count("--max-tokens")) base.opts.emplace("--max-tokens", "16");
+  std::vector<double> ttft, itl;
+  std::mutex mu;
+  std::atomic<long long> tokens{0}, failures{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (long long c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      auto client = Client::Connect(a.socket, "deepinfer-bench");
+      if (!client.ok()) return void(failures++);
+      for (long long r = 0; r < requests; ++r) {
+        auto req = BuildRequest(base, static_cast<uint64_t>(r + 1));
+        const auto start = std::chrono::steady_clock::now();
+        if (!req.ok() || !(*client)->Generate(*req).ok()) return void(failures++);
+        auto last = start;
+        bool first = true;
+        for (;;) {
+          auto ev = (*client)->NextEvent(std::chrono::seconds(60));
+          if (!ev.ok() || !*ev) return void(failures++);
+          const auto now = std::chrono::steady_clock::now();
+          if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken)) {
+            std::lock_guard<std::mutex> lock(mu);
+            (first ? ttft : itl).push_back(std::chrono::duration<double, std::milli>(now - last).count());
+            first = false;
+            last = now;
+            tokens++;
+          } else if ((*ev)->kind != static_cast<uint16_t>(ipc::EventKind::kText)) {
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("{\"clients\": %lld, \"requests\": %lld, \"failures\": %lld, \"tokens\": %lld, "
+              "\"tokens_per_s\": %.1f, \"ttft_ms_p50\": %.3f, \"ttft_ms_p99\": %.3f, "
+              "\"itl_ms_p50\": %.3f, \"itl_ms_p99\": %.3f}\n",
+              clients, clients * requests, failures.load(), tokens.load(), tokens / secs,
+              Percentile(ttft, 0.5), Percentile(ttft, 0.99), Percentile(itl, 0.5), Percentile(itl, 0.99));
+  return failures == 0 ? Status::Ok() : Internal(std::to_string(failures.load()) + " clients failed");
+}
+
+int Main(int argc, char** argv) {
+  auto args = Parse(argc, argv);
+  if (!args.ok() || args->command == "help") {
+    std::fputs(kUsage, args.ok() ? stdout : stderr);
+    return args.ok() ? 0 : 2;
+  }
+  const Args& a = *args;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  Status st;
+  if (a.command == "generate") {
+    st = Generate(a);
+  } else if (a.command == "status") {
+    auto c = Client::Connect(a.socket);
+    auto s = c.ok() ? (*c)->GetStatus() : Result<std::string>(c.status());
+    if (s.ok()) {
+      if (a.opts.count("--json")) {
+        std::printf("%s\n", s->c_str());
+      } else {
+        std::string t = *s;  // one "key: value" per line for people
+        std::replace(t.begin(), t.end(), ',', '\n');
+        t.erase(std::remove_if(t.begin(), t.end(), [](char ch) { return ch == '{' || ch == '}' || ch == '"'; }), t.end());
+        std::printf("%s\n", t.c_str());
+      }
+    }
+    st = s.status();
+  } else if (a.command == "health") {
+    auto c = Client::Connect(a.socket);
+    auto h = c.ok() ? (*c)->Health() : Result<ipc::HealthReply>(c.status());
+    if (h.ok() && !h->ok) st = Internal("unhealthy: " + h->reason);
+    else st = h.status();
+    if (st.ok()) std::printf("ok\n");
+  } else if (a.command == "cancel") {
+    if (a.positional.size() != 1) {
+      st = InvalidArgument("cancel needs one request id");
+    } else {
+      auto id = Int("cancel", a.positional[0]);
+      auto c = Client::Connect(a.socket);
+      st = !id.ok() ? id.status() : !c.ok() ? c.status() : (*c)->Cancel(static_cast<uint64_t>(*id));
+    }
+  } else if (a.command == "bench") {
+    st = Bench(a);
+  } else {
+    st = InvalidArgument("unknown command '" + a.command + "'");
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "deepinfer %s: %s\n", a.command.c_str(), st.ToString().c_str());
+    return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepinfer::client
+
+int main(int argc, char** argv) { return deepinfer::client::Main(argc, argv); }

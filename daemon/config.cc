@@ -1,0 +1,400 @@
+#include "daemon/config.h"
+
+#include <grp.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <type_traits>
+
+namespace deepinfer::daemon {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  size_t begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+std::filesystem::file_type Kind(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::status(path, ec).type();
+}
+bool IsDirectory(const std::string& p) { return Kind(p) == std::filesystem::file_type::directory; }
+bool IsFile(const std::string& p) { return Kind(p) == std::filesystem::file_type::regular; }
+
+// Marks "no tokenizer option seen yet" while parsing (no setter accepts control characters).
+constexpr char kTokenizerUnset[] = "\x01";
+
+// Fills the defaults that depend on other options and checks what only a whole config can.
+Status Finish(DaemonConfig& c) {
+  if (c.model_dir.empty()) {
+    return InvalidArgument("model: required (--model DIR, or `model = DIR` in the config file)");
+  }
+  if (!IsDirectory(c.model_dir)) return NotFound("model: " + c.model_dir + ": not a directory");
+  if (c.tokenizer_dir == kTokenizerUnset) {
+    c.tokenizer_dir = IsFile(c.model_dir + "/tokenizer.json") ? c.model_dir : "";
+  } else if (!c.tokenizer_dir.empty() && !IsFile(c.tokenizer_dir + "/tokenizer.json")) {
+    return NotFound("tokenizer: " + c.tokenizer_dir + ": no tokenizer.json there");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  if (IsDirectory(path)) return InvalidArgument("config: " + path + ": is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("config: " + path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// --- value parsers: each returns InvalidArgument with the reason; callers prefix the key ---
+
+Result<uint64_t> ParseUint(std::string_view v, uint64_t lo, uint64_t hi, bool sizes = false) {
+  uint64_t n = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec == std::errc::invalid_argument) {
+    return InvalidArgument("expected a non-negative integer, got `" + std::string(v) + "`");
+  }
+  std::string_view suffix(ptr, v.data() + v.size() - ptr);
+  uint64_t unit = 1;
+  if (sizes && (suffix == "K" || suffix == "KiB")) unit = 1ull << 10;
+  if (sizes && (suffix == "M" || suffix == "MiB")) unit = 1ull << 20;
+  if (sizes && (suffix == "G" || suffix == "GiB")) unit = 1ull << 30;
+  if (!suffix.empty() && unit == 1) {
+    return InvalidArgument("expected an integer" + std::string(sizes ? " [K|M|G]" : "") +
+                           ", got `" + std::string(v) + "`");
+  }
+  if (ec == std::errc::result_out_of_range || n > hi / unit || n * unit < lo) {
+    return InvalidArgument("must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                           ", got `" + std::string(v) + "`");
+  }
+  return n * unit;
+}
+
+Result<bool> ParseBool(std::string_view v) {
+  if (v == "on" || v == "true" || v == "yes" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "no" || v == "0") return false;
+  return InvalidArgument("expected on|off, got `" + std::string(v) + "`");
+}
+
+Status CheckPath(std::string_view v) {
+  if (v.empty()) return InvalidArgument("empty path");
+  for (char ch : v) {
+    if (static_cast<unsigned char>(ch) < 0x20) return InvalidArgument("control character in path");
+  }
+  return Status::Ok();
+}
+
+// --- setters and comparisons, generic over the DaemonConfig member ---
+
+template <auto M>
+bool Same(const DaemonConfig& a, const DaemonConfig& b) {
+  return a.*M == b.*M;
+}
+
+template <auto M, uint64_t Lo, uint64_t Hi, bool Sizes = false>
+Status SetUint(DaemonConfig& c, std::string_view v) {
+  DI_ASSIGN_OR_RETURN(uint64_t n, ParseUint(v, Lo, Hi, Sizes));
+  c.*M = static_cast<std::remove_reference_t<decltype(c.*M)>>(n);
+  return Status::Ok();
+}
+
+template <auto M>
+Status SetBool(DaemonConfig& c, std::string_view v) {
+  DI_ASSIGN_OR_RETURN(c.*M, ParseBool(v));
+  return Status::Ok();
+}
+
+template <auto M>
+Status SetPath(DaemonConfig& c, std::string_view v) {
+  DI_RETURN_IF_ERROR(CheckPath(v));
+  c.*M = std::string(v);
+  return Status::Ok();
+}
+
+constexpr std::string_view kNumerics[] = {"exact", "reference"};
+constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                           "error", "critical", "off"};
+
+template <auto M, const auto& Names>
+Status SetOneOf(DaemonConfig& c, std::string_view v) {
+  std::string names;
+  for (std::string_view name : Names) {
+    if (v == name) {
+      c.*M = std::string(v);
+      return Status::Ok();
+    }
+    names += (names.empty() ? "" : "|") + std::string(name);
+  }
+  return InvalidArgument("expected " + names + ", got `" + std::string(v) + "`");
+}
+
+Status SetTokenizer(DaemonConfig& c, std::string_view v) {
+  if (v != "none") DI_RETURN_IF_ERROR(CheckPath(v));
+  c.tokenizer_dir = v == "none" ? "" : std::string(v);
+  return Status::Ok();
+}
+
+Status SetSocketPath(DaemonConfig& c, std::string_view v) {
+  DI_RETURN_IF_ERROR(CheckPath(v));
+  if (v.front() != '/') return InvalidArgument("must be an absolute path");
+  if (v.size() >= sizeof(sockaddr_un::sun_path)) {
+    return InvalidArgument("longer than " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                           " bytes (the AF_UNIX limit)");
+  }
+  c.socket_path = std::string(v);
+  return Status::Ok();
+}
+
+Status SetSocketMode(DaemonConfig& c, std::string_view v) {
+  bool octal = !v.empty() && v.size() <= 4 &&
+               std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '7'; });
+  uint32_t mode = 0;
+  if (octal) std::from_chars(v.data(), v.data() + v.size(), mode, 8);
+  if (!octal || mode > 0777) {
+    return InvalidArgument("expected octal bits like 0660, got `" + std::string(v) + "`");
+  }
+  c.socket_mode = mode;
+  return Status::Ok();
+}
+
+Status SetSocketGroup(DaemonConfig& c, std::string_view v) {
+  if (v.empty()) {
+    c.socket_group.clear();
+    c.socket_gid.reset();
+    return Status::Ok();
+  }
+  gid_t gid = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), gid);
+  if (ec != std::errc() || ptr != v.data() + v.size()) {
+    std::string name(v);
+    group grp{};
+    group* found = nullptr;
+    std::vector<char> buf(16384);
+    if (getgrnam_r(name.c_str(), &grp, buf.data(), buf.size(), &found) != 0 || !found) {
+      return InvalidArgument("no group named `" + name + "`");
+    }
+    gid = found->gr_gid;
+  }
+  c.socket_group = std::string(v);
+  c.socket_gid = gid;
+  return Status::Ok();
+}
+
+Status SetRingSlots(DaemonConfig& c, std::string_view v) {
+  DI_ASSIGN_OR_RETURN(uint64_t n, ParseUint(v, 16, 1u << 20));
+  if ((n & (n - 1)) != 0) return InvalidArgument("must be a power of two, got " + std::string(v));
+  c.event_ring_slots = static_cast<uint32_t>(n);
+  return Status::Ok();
+}
+
+struct OptionSpec {
+  DaemonOptionInfo info;
+  Status (*set)(DaemonConfig&, std::string_view);
+  bool (*same)(const DaemonConfig&, const DaemonConfig&);
+};
+
+using C = DaemonConfig;
+constexpr uint32_t kMaxU32 = 0xffffffffu;
+
+// The option table: usage order; key, value name, default, meaning, reloadable; setter, compare.
+// clang-format off
+const std::vector<OptionSpec>& OptionTable() {
+  static const std::vector<OptionSpec> kTable = {
+    {{"model", "DIR", "", "checkpoint directory (config.json + *.safetensors); required", false},
+     SetPath<&C::model_dir>, Same<&C::model_dir>},
+    {{"tokenizer", "DIR|none", "the model dir if it has tokenizer.json, else none",
+      "directory holding tokenizer.json; none = token-id requests only", false},
+     SetTokenizer, Same<&C::tokenizer_dir>},
+    {{"numerics", "exact|reference", "exact", "fp32 math, or the official FP8/FP4 rounding", false},
+     SetOneOf<&C::numerics, kNumerics>, Same<&C::numerics>},
+    {{"threads", "N", "0", "CPU backend threads; 0 = one per online CPU", false},
+     SetUint<&C::threads, 0, 1024>, Same<&C::threads>},
+    {{"warmup", "on|off", "on", "run one warm-up step before reporting ready", false},
+     SetBool<&C::warmup>, Same<&C::warmup>},
+    {{"socket", "PATH", "/run/deepinfer/deepinfer.sock",
+      "control socket (ignored under socket activation)", false},
+     SetSocketPath, Same<&C::socket_path>},
+    {{"socket_mode", "OCTAL", "0660", "permission bits of the control socket", false},
+     SetSocketMode, Same<&C::socket_mode>},
+    {{"socket_group", "GROUP", "", "group (name or number) that owns the control socket", false},
+     SetSocketGroup, Same<&C::socket_group>},
+    {{"max_frame_bytes", "BYTES", "4MiB", "largest control frame (suffix K, M or G)", true},
+     SetUint<&C::max_frame_bytes, 4096, 1ull << 30, true>, Same<&C::max_frame_bytes>},
+    {{"max_prompt_tokens", "N", "0", "longest prompt; 0 = the model's context length", true},
+     SetUint<&C::max_prompt_tokens, 0, kMaxU32>, Same<&C::max_prompt_tokens>},
+    {{"max_tokens_cap", "N", "32768", "largest max_tokens a request may ask for", true},
+     SetUint<&C::max_tokens_cap, 1, kMaxU32>, Same<&C::max_tokens_cap>},
+    {{"max_clients", "N", "64", "connected clients; more are refused", true},
+     SetUint<&C::max_clients, 1, 65536>, Same<&C::max_clients>},
+    {{"max_requests_per_client", "N", "16", "in-flight requests per connection", true},
+     SetUint<&C::max_requests_per_client, 1, 65536>, Same<&C::max_requests_per_client>},
+    {{"max_requests_per_user", "N", "0", "in-flight requests per peer uid; 0 = no limit", true},
+     SetUint<&C::max_requests_per_user, 0, kMaxU32>, Same<&C::max_requests_per_user>},
+    {{"max_backlog_events", "N", "1024",
+      "events a request may queue behind a full ring before client_too_slow", true},
+     SetUint<&C::max_backlog_events, 0, 1u << 24>, Same<&C::max_backlog_events>},
+    {{"drain_timeout_seconds", "N", "10",
+      "on SIGTERM, how long running requests may finish (keep below TimeoutStopSec)", true},
+     SetUint<&C::drain_timeout_seconds, 0, 3600>, Same<&C::drain_timeout_seconds>},
+    {{"event_ring_slots", "N", "4096", "slots of each client's event ring (power of two)", false},
+     SetRingSlots, Same<&C::event_ring_slots>},
+    {{"watchdog", "on|off", "on", "feed the systemd watchdog when WatchdogSec= is set", false},
+     SetBool<&C::watchdog>, Same<&C::watchdog>},
+    {{"log_level", "LEVEL", "info", "trace|debug|info|warn|error|critical|off", true},
+     SetOneOf<&C::log_level, kLogLevels>, Same<&C::log_level>},
+  };
+  return kTable;
+}
+// clang-format on
+
+const OptionSpec* FindOption(std::string_view key) {
+  for (const OptionSpec& spec : OptionTable()) {
+    if (spec.info.key == key) return &spec;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<DaemonOptionInfo>& DaemonOptions() {
+  static const std::vector<DaemonOptionInfo> kInfos = [] {
+    std::vector<DaemonOptionInfo> infos;
+    for (const OptionSpec& spec : OptionTable()) infos.push_back(spec.info);
+    return infos;
+  }();
+  return kInfos;
+}
+
+std::string FlagForKey(std::string_view key) {
+  std::string flag = "--" + std::string(key);
+  std::replace(flag.begin() + 2, flag.end(), '_', '-');
+  return flag;
+}
+
+Status SetOption(DaemonConfig& config, std::string_view key, std::string_view value) {
+  const OptionSpec* spec = FindOption(key);
+  if (spec == nullptr) return InvalidArgument(std::string(key) + ": unknown key");
+  Status st = spec->set(config, value);
+  if (st.ok()) return st;
+  return Status(st.code(), std::string(key) + ": " + st.message());
+}
+
+Status ApplyConfigText(std::string_view text, std::string_view origin, DaemonConfig& config) {
+  std::vector<std::string> seen;
+  for (size_t line_no = 1; !text.empty(); ++line_no) {
+    size_t eol = text.find('\n');
+    std::string_view line = Trim(text.substr(0, eol));
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    if (line.empty() || line.front() == '#') continue;
+    std::string where = std::string(origin) + ":" + std::to_string(line_no) + ": ";
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument(where + "expected `key = value`, got `" + std::string(line) + "`");
+    }
+    std::string key(Trim(line.substr(0, eq)));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return InvalidArgument(where + key + ": duplicate key");
+    }
+    seen.push_back(key);
+    Status st = SetOption(config, key, Trim(line.substr(eq + 1)));
+    if (!st.ok()) return Status(st.code(), where + st.message());
+  }
+  return Status::Ok();
+}
+
+Result<DaemonConfig> ParseDaemonArgs(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> flags;  // key, value in argv order
+  std::string config_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      DaemonConfig help;
+      help.help = true;
+      return help;
+    }
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") {
+      return InvalidArgument(std::string(arg) + ": unexpected argument (options are --name VALUE)");
+    }
+    std::string_view name = arg.substr(2);
+    std::optional<std::string_view> value;
+    if (size_t eq = name.find('='); eq != std::string_view::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    std::string flag = "--" + std::string(name);
+    std::string key(name);
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (name.find('_') != std::string_view::npos || (key != "config" && !FindOption(key))) {
+      return InvalidArgument(flag + ": unknown flag (see --help)");
+    }
+    if (!value) {
+      if (i + 1 >= argc) return InvalidArgument(flag + ": missing value");
+      value = argv[++i];
+    }
+    if (key == "config") {
+      if (value->empty()) return InvalidArgument("--config: empty path");
+      config_file = std::string(*value);
+    } else {
+      flags.emplace_back(std::move(key), std::string(*value));
+    }
+  }
+
+  DaemonConfig config;
+  config.tokenizer_dir = kTokenizerUnset;
+  config.config_file = config_file;
+  if (!config_file.empty()) {
+    DI_ASSIGN_OR_RETURN(std::string text, ReadTextFile(config_file));
+    DI_RETURN_IF_ERROR(ApplyConfigText(text, config_file, config));
+  }
+  for (const auto& [key, value] : flags) {
+    Status st = SetOption(config, key, value);
+    if (!st.ok()) return Status(st.code(), FlagForKey(key) + ": " + st.message());
+  }
+  DI_RETURN_IF_ERROR(Finish(config));
+  return config;
+}
+
+std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b) {
+  std::vector<std::string> keys;
+  for (const OptionSpec& spec : OptionTable()) {
+    if (!spec.same(a, b)) keys.emplace_back(spec.info.key);
+  }
+  return keys;
+}
+
+Status ReloadableConfig(const DaemonConfig& current, const DaemonConfig& next) {
+  std::string fixed;
+  for (const OptionSpec& spec : OptionTable()) {
+    if (spec.info.reloadable || spec.same(current, next)) continue;
+    fixed += (fixed.empty() ? "" : ", ") + std::string(spec.info.key);
+  }
+  if (fixed.empty()) return Status::Ok();
+  return InvalidArgument(fixed + ": changed, but only a restart applies it (SIGHUP reloads " +
+                         "log_level and the limits)");
+}
+
+std::string ConfigUsage() {
+  std::string out =
+      "usage: deepinferd --model DIR [--config FILE] [--OPTION VALUE ...]\n\n"
+      "Each option is a flag (--max-clients 32 or --max-clients=32) and a config-file key\n"
+      "(max_clients = 32); flags override the file. * = SIGHUP reloads it.\n"
+      "  --config FILE                   `key = value` lines; lines starting with # are comments\n"
+      "  --help                          print this text\n";
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    std::string flag = FlagForKey(o.key) + " " + std::string(o.value_name);
+    out += "  " + flag + std::string(flag.size() < 30 ? 30 - flag.size() : 1, ' ');
+    out += (o.reloadable ? "* " : "  ") + std::string(o.meaning) + "\n";
+    out += std::string(34, ' ') + "key " + std::string(o.key) + ", default ";
+    out += (o.default_text.empty() ? "none" : std::string(o.default_text)) + "\n";
+  }
+  return out;
+}
+
+}  // namespace deepinfer::daemon

@@ -1,0 +1,70 @@
+// The engine thread: owns the model and runs generation jobs one at a time (the batching
+// scheduler replaces this loop). IO threads hand jobs over through a bounded lock-free queue and
+// never wait on the engine; the engine publishes tokens through each job's sink and never waits
+// on IO.
+#pragma once
+
+#include <boost/lockfree/queue.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/scheduler/generator.h"
+
+namespace deepinfer {
+
+/// One request as the engine sees it. The IO side keeps a shared_ptr to cancel it.
+struct EngineJob {
+  uint64_t id = 0;  // unique across the daemon (the sampling stream)
+  GenerationParams params;
+  std::atomic<bool> cancel{false};
+  /// Called on the engine thread for every token; returning false ends the request (a client
+  /// that is gone or too slow). Must not block.
+  std::function<bool(const GeneratedToken&)> on_token;
+  /// Called once on the engine thread when the job ends (ok: finish reason; else the error).
+  std::function<void(const Result<GenerationEnd>&)> on_done;
+};
+
+struct EngineStats {
+  std::atomic<uint64_t> jobs_done{0};
+  std::atomic<uint64_t> tokens_generated{0};
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<int64_t> queue_depth{0};
+  std::atomic<int64_t> running{0};
+  std::atomic<uint64_t> steps{0};  // engine progress, fed to the systemd watchdog
+};
+
+class EngineWorker {
+ public:
+  EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity);
+  ~EngineWorker();
+
+  void Start();
+  /// Stops taking jobs; jobs still queued are cancelled; returns after the thread exits.
+  void Stop();
+  /// Hands a job to the engine. False when the queue is full (the caller reports "busy").
+  bool Submit(std::shared_ptr<EngineJob> job);
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  void Loop();
+
+  Model& model_;
+  const Tokenizer* tok_;
+  // Holds heap-allocated shared_ptrs (the queue needs trivially copyable elements).
+  boost::lockfree::queue<std::shared_ptr<EngineJob>*> inbox_;
+  std::atomic<bool> stopping_{false};
+  // Wakes the idle engine thread; IO only notifies, the engine only waits when it has no work.
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  std::thread thread_;
+  EngineStats stats_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,156 @@
+// deepinferd: loads the model, warms it up, serves clients on the Unix socket until SIGTERM.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <future>
+
+#include "daemon/config.h"
+#include "daemon/engine_worker.h"
+#include "daemon/server.h"
+#include "daemon/systemd.h"
+
+namespace deepinfer::daemon {
+namespace {
+
+namespace asio = boost::asio;
+
+int Run(int argc, char** argv) {
+  auto parsed = ParseDaemonArgs(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "deepinferd: %s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  DaemonConfig cfg = std::move(parsed).value();
+  if (cfg.help) {
+    std::fputs(ConfigUsage().c_str(), stdout);
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  auto fail = [](const Status& st) {
+    spdlog::critical("{}", st.ToString());
+    (void)NotifyStatus("failed: " + st.message());
+    return 1;
+  };
+  (void)NotifyStatus("loading " + cfg.model_dir);
+  auto ck = LoadCheckpoint(cfg.model_dir);
+  if (!ck.ok()) return fail(ck.status());
+  for (const auto& w : (*ck)->warnings) spdlog::warn("{}", w);
+  auto numerics = ParseNumerics(cfg.numerics);
+  if (!numerics.ok()) return fail(numerics.status());
+  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads)
+                                      : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  auto backend = MakeCpuBackend(threads);
+  Model model(**ck, *backend, *numerics);
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!cfg.tokenizer_dir.empty()) {
+    auto tok = Tokenizer::LoadDir(cfg.tokenizer_dir);
+    if (!tok.ok()) return fail(tok.status());
+    tokenizer = std::move(tok).value();
+  } else {
+    spdlog::warn("no tokenizer: only prompt_ids requests are served");
+  }
+  if (tokenizer && tokenizer->vocab_size() < model.config().vocab_size) {
+    spdlog::warn("tokenizer has {} ids, the model {}", tokenizer->vocab_size(), model.config().vocab_size);
+  }
+  EngineWorker engine(model, tokenizer.get(), 1024);
+  engine.Start();
+  if (cfg.warmup) {
+    // One real request through the engine before READY: a broken model never reports ready.
+    auto job = std::make_shared<EngineJob>();
+    job->params.prompt = {model.config().bos_token_id};
+    job->params.max_tokens = 2;
+    job->params.sampling.temperature = 0;
+    std::promise<Status> done;
+    job->on_token = [](const GeneratedToken&) { return true; };
+    job->on_done = [&](const Result<GenerationEnd>& r) { done.set_value(r.ok() ? Status::Ok() : r.status()); };
+    engine.Submit(job);
+    Status st = done.get_future().get();
+    if (!st.ok()) return fail(st);
+  }
+
+  asio::io_context io;
+  ModelInfo info{std::filesystem::path(cfg.model_dir).filename().string(), model.config().vocab_size};
+  Server server(io, cfg, engine, tokenizer.get(), info);
+  auto activated = ListenFds();
+  if (!activated.ok()) return fail(activated.status());
+  std::optional<int> fd;
+  if (!activated->empty()) fd = (*activated)[0];
+  if (Status st = server.Listen(fd); !st.ok()) return fail(st);
+  server.Start();
+
+  // SIGTERM/SIGINT: stop admitting, let requests finish within the budget, cancel the rest.
+  asio::signal_set stop_signals(io, SIGTERM, SIGINT);
+  asio::steady_timer drain_timer(io), watchdog_timer(io);
+  std::function<void()> poll_drain;
+  const auto drain_deadline = std::make_shared<std::chrono::steady_clock::time_point>();
+  poll_drain = [&] {
+    if (server.in_flight() == 0 || std::chrono::steady_clock::now() >= *drain_deadline) {
+      if (server.in_flight() > 0) server.CancelAll();
+      io.stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(50));
+    drain_timer.async_wait([&](boost::system::error_code) { poll_drain(); });
+  };
+  stop_signals.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: draining ({} requests in flight)", sig, server.in_flight());
+    (void)NotifyStopping();
+    server.BeginDrain();
+    *drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.drain_timeout_seconds);
+    poll_drain();
+  });
+  // SIGHUP: re-read the config file and apply what may change at run time.
+  asio::signal_set hup(io, SIGHUP);
+  std::function<void()> wait_hup = [&] {
+    hup.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      (void)NotifyReloading();
+      // Re-read flags and file together so flags keep precedence and removed keys return to
+      // their defaults; only reloadable keys may differ.
+      auto next = ParseDaemonArgs(argc, argv);
+      Status st = next.ok() ? ReloadableConfig(cfg, *next) : next.status();
+      if (st.ok()) {
+        cfg = *next;
+        spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+        server.Reload(cfg);
+        spdlog::info("configuration reloaded");
+      } else {
+        spdlog::error("reload refused: {}", st.ToString());
+      }
+      (void)NotifyReady();
+      wait_hup();
+    });
+  };
+  wait_hup();
+  // The watchdog is fed only while the engine makes progress or has nothing to do.
+  auto interval = WatchdogInterval();
+  if (cfg.watchdog && interval.ok() && interval->has_value()) {
+    auto last_steps = std::make_shared<uint64_t>(0);
+    std::function<void()> feed = [&, last_steps] {
+      const uint64_t steps = engine.stats().steps.load();
+      const bool idle = engine.stats().running.load() == 0 && engine.stats().queue_depth.load() == 0;
+      if (idle || steps != *last_steps) (void)NotifyWatchdog();
+      *last_steps = steps;
+      watchdog_timer.expires_after(**interval / 3);
+      watchdog_timer.async_wait([&](boost::system::error_code ec) { if (!ec) feed(); });
+    };
+    feed();
+  }
+  (void)NotifyReady();
+  (void)NotifyStatus("serving " + info.name);
+  spdlog::info("deepinferd ready: model {} (vocab {}), socket {}", info.name, info.vocab_size,
+               fd ? std::string("(activated)") : cfg.socket_path);
+  io.run();
+  engine.Stop();
+  spdlog::info("deepinferd stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepinfer::daemon
+
+int main(int argc, char** argv) { return deepinfer::daemon::Run(argc, argv); }

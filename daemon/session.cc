@@ -1,0 +1,277 @@
+#include "daemon/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/openai.h"
+
+namespace deepinfer::daemon {
+
+namespace asio = boost::asio;
+
+Session::Session(Server& server, asio::local::stream_protocol::socket socket)
+    : server_(server), socket_(std::move(socket)), decoder_(server.config_.max_frame_bytes) {}
+
+asio::awaitable<void> Session::Run() {
+  auto self = shared_from_this();
+  server_.counters_.clients.fetch_add(1);
+  server_.counters_.clients_total.fetch_add(1);
+  if (auto peer = ipc::GetPeerCredentials(socket_.native_handle()); peer.ok()) peer_ = *peer;
+  spdlog::info("client connected: pid {} uid {} gid {}", peer_.pid, peer_.uid, peer_.gid);
+  char buf[64 << 10];
+  for (;;) {
+    boost::system::error_code ec;
+    const size_t n = co_await socket_.async_read_some(asio::buffer(buf),
+                                                      asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;  // the client closed or died
+    Status st = decoder_.FeedAll(buf, n, [&](std::string frame) { return HandleFrame(std::move(frame)); });
+    if (!st.ok()) {
+      // Broken framing or a protocol violation: the stream cannot be trusted any more.
+      server_.counters_.bad_frames.fetch_add(1);
+      spdlog::warn("client pid {} uid {}: closing: {}", peer_.pid, peer_.uid, st.ToString());
+      break;
+    }
+  }
+  closed_ = true;
+  CancelAll();
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  server_.counters_.clients.fetch_sub(1);
+  spdlog::info("client disconnected: pid {} uid {}", peer_.pid, peer_.uid);
+}
+
+void Session::CancelAll() {
+  for (auto& [id, job] : jobs_) job->cancel.store(true);
+}
+
+Status Session::HandleFrame(std::string frame) {
+  ipc::RequestLimits limits;
+  limits.vocab_size = server_.model_.vocab_size;
+  limits.max_tokens = server_.config_.max_tokens_cap;
+  Result<ipc::Request> req = ipc::ParseRequest(frame, limits);
+  if (!req.ok()) {
+    if (req.status().code() == ErrorCode::kDataLoss) return req.status();
+    server_.counters_.requests_rejected.fetch_add(1);
+    Send(ipc::ToJson(ipc::MakeErrorReply(frame, req.status())));
+    return greeted_ ? Status::Ok() : DataLoss("the first frame must be a valid hello");
+  }
+  if (!greeted_ && !std::holds_alternative<ipc::Hello>(*req)) {
+    return DataLoss("the first frame must be hello");
+  }
+  if (std::holds_alternative<ipc::Hello>(*req)) {
+    if (greeted_) return DataLoss("a second hello");
+    return HandleHello(frame);
+  }
+  if (auto* gen = std::get_if<ipc::GenerateRequest>(&*req)) {
+    HandleGenerate(std::move(*gen));
+  } else if (auto* cancel = std::get_if<ipc::CancelRequest>(&*req)) {
+    auto it = jobs_.find(cancel->id);
+    if (it == jobs_.end()) {
+      Send(ipc::ToJson(ipc::ErrorReply{cancel->id, {std::string(ipc::kErrNotFound), "no such request"}}));
+    } else {
+      it->second->cancel.store(true);
+    }
+  } else if (std::holds_alternative<ipc::StatusRequest>(*req)) {
+    Send(ipc::ToJson(ipc::StatusReply{server_.StatusJson()}));
+  } else if (std::holds_alternative<ipc::HealthRequest>(*req)) {
+    Send(ipc::ToJson(ipc::HealthReply{!server_.draining_, server_.draining_ ? "draining" : ""}));
+  }
+  return Status::Ok();
+}
+
+Status Session::HandleHello(std::string_view body) {
+  auto req = ipc::ParseRequest(body, {});
+  const auto& hello = std::get<ipc::Hello>(*req);
+  ipc::HelloReply reply;
+  if (hello.protocol != ipc::kProtocolVersion) {
+    reply.ok = false;
+    reply.error = {std::string(ipc::kErrVersionMismatch),
+                   "server speaks protocol " + std::to_string(ipc::kProtocolVersion) +
+                       ", client " + std::to_string(hello.protocol)};
+    Send(ipc::ToJson(reply));
+    return DataLoss("protocol version mismatch");
+  }
+  auto region = ipc::ShmRegion::Create(server_.config_.event_ring_slots, 64);
+  auto to_client = ipc::EventFd::Create();
+  auto from_client = ipc::EventFd::Create();
+  if (!region.ok() || !to_client.ok() || !from_client.ok()) {
+    reply.ok = false;
+    reply.error = {std::string(ipc::kErrInternal), "cannot create the shared-memory region"};
+    Send(ipc::ToJson(reply));
+    return Internal("shared-memory setup failed");
+  }
+  region_.emplace(std::move(region).value());
+  to_client_.emplace(std::move(to_client).value());
+  from_client_.emplace(std::move(from_client).value());
+  reply.server = "deepinferd " DEEPINFER_VERSION;
+  reply.model = server_.model_.name;
+  reply.vocab_size = server_.model_.vocab_size;
+  greeted_ = true;
+  // The hello reply and the offer go out synchronously, in order, before any other frame.
+  std::string out = ipc::EncodeFrame(ipc::ToJson(reply));
+  Status st = ipc::SendFds(socket_.native_handle(), out, {});
+  if (!st.ok()) return st;
+  const int fds[3] = {region_->fd(), to_client_->fd(), from_client_->fd()};
+  const std::string offer = ipc::EncodeFrame(
+      ipc::ToJson(ipc::ShmOffer{region_->size(), server_.config_.event_ring_slots}));
+  return ipc::SendFds(socket_.native_handle(), offer, fds);
+}
+
+Result<std::vector<int32_t>> Session::PromptIds(const ipc::GenerateRequest& req) {
+  const Tokenizer* tok = server_.tok_;
+  switch (req.prompt_kind) {
+    case ipc::PromptKind::kIds:
+      return req.prompt_ids;
+    case ipc::PromptKind::kText:
+      if (tok == nullptr) return InvalidArgument("prompt: this model has no tokenizer; send prompt_ids");
+      // Client text is untrusted: special-token strings in it stay plain text.
+      return tok->Encode(req.prompt, SpecialTokens::kPlainText);
+    case ipc::PromptKind::kMessages: {
+      if (tok == nullptr) return InvalidArgument("messages: this model has no tokenizer");
+      DI_ASSIGN_OR_RETURN(ChatCompletionRequest chat,
+                          ParseChatCompletionRequest("{\"messages\": " + req.messages_json + "}"));
+      DI_ASSIGN_OR_RETURN(RenderedPrompt prompt, RenderV4Chat(chat.messages, chat.options));
+      return tok->EncodePrompt(prompt);
+    }
+  }
+  return Internal("unknown prompt kind");
+}
+
+void Session::HandleGenerate(ipc::GenerateRequest req) {
+  server_.counters_.requests_total.fetch_add(1);
+  auto reject = [&](std::string_view code, std::string message) {
+    server_.counters_.requests_rejected.fetch_add(1);
+    Send(ipc::ToJson(ipc::ErrorReply{req.id, {std::string(code), std::move(message)}}));
+  };
+  if (server_.draining_) return reject(ipc::kErrShuttingDown, "the daemon is shutting down");
+  if (jobs_.count(req.id)) return reject(ipc::kErrDuplicateId, "request id already in flight");
+  if (jobs_.size() >= server_.config_.max_requests_per_client) {
+    return reject(ipc::kErrOverloaded, "max_requests_per_client reached");
+  }
+  auto ids = PromptIds(req);
+  if (!ids.ok()) return reject(ipc::WireErrorCode(ids.status()), ids.status().message());
+  if (ids->empty()) return reject(ipc::kErrInvalidArgument, "prompt: empty after tokenization");
+  for (int32_t id : *ids) {
+    if (id < 0 || id >= server_.model_.vocab_size) {
+      return reject(ipc::kErrInvalidArgument,
+                    "prompt: token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                        std::to_string(server_.model_.vocab_size) + " (tokenizer and model disagree?)");
+    }
+  }
+  auto job = std::make_shared<EngineJob>();
+  job->id = server_.next_job_id_.fetch_add(1);
+  GenerationParams& p = job->params;
+  p.prompt = std::move(ids).value();
+  p.max_tokens = static_cast<int>(req.max_tokens.value_or(server_.config_.max_tokens_cap));
+  p.sampling.temperature = static_cast<float>(req.temperature);
+  p.sampling.top_p = static_cast<float>(req.top_p);
+  p.sampling.top_k = req.top_k;
+  p.sampling.min_p = static_cast<float>(req.min_p);
+  p.sampling.seed = req.seed.value_or(job->id);
+  p.stop_ids = req.stop_ids;
+  p.stop_strings = req.stop;
+  if (server_.config_.max_prompt_tokens > 0 && p.prompt.size() > server_.config_.max_prompt_tokens) {
+    return reject(ipc::kErrInvalidArgument, "prompt: " + std::to_string(p.prompt.size()) +
+                                                " tokens exceed max_prompt_tokens");
+  }
+  if (!p.stop_strings.empty() && server_.tok_ == nullptr) {
+    return reject(ipc::kErrInvalidArgument, "stop: stop strings need a tokenizer; this model has none");
+  }
+  const uint64_t client_id = req.id;
+  auto self = shared_from_this();
+  job->on_token = [self, client_id](const GeneratedToken& t) {
+    ipc::TokenEvent e{};
+    e.request_id = client_id;
+    e.token = t.token;
+    e.kind = static_cast<uint16_t>(ipc::EventKind::kToken);
+    size_t off = 0;
+    do {
+      const size_t n = std::min(t.text.size() - off, sizeof(e.text));
+      std::memcpy(e.text, t.text.data() + off, n);
+      e.text_len = static_cast<uint32_t>(n);
+      if (!self->Publish(e, false)) return false;
+      off += n;
+      e = ipc::TokenEvent{};
+      e.request_id = client_id;
+      e.kind = static_cast<uint16_t>(ipc::EventKind::kText);
+    } while (off < t.text.size());
+    return true;
+  };
+  job->on_done = [self, client_id, &io = server_.io_](const Result<GenerationEnd>& r) {
+    ipc::TokenEvent e{};
+    e.request_id = client_id;
+    if (r.ok()) {
+      e.kind = static_cast<uint16_t>(ipc::EventKind::kDone);
+      e.finish_reason = static_cast<uint16_t>(
+          *r == GenerationEnd::kLength ? ipc::FinishReason::kLength
+          : *r == GenerationEnd::kStop ? ipc::FinishReason::kStop
+          : self->too_slow_ ? ipc::FinishReason::kClientTooSlow
+                                      : ipc::FinishReason::kCancelled);
+    } else {
+      e.kind = static_cast<uint16_t>(ipc::EventKind::kError);
+      e.finish_reason = static_cast<uint16_t>(ipc::FinishReason::kError);
+      const std::string code(ipc::WireErrorCode(r.status()));
+      e.text_len = static_cast<uint32_t>(std::min(code.size(), sizeof(e.text)));
+      std::memcpy(e.text, code.data(), e.text_len);
+    }
+    self->Publish(e, true);
+    self->too_slow_ = false;
+    asio::post(io, [self, client_id] {
+      self->jobs_.erase(client_id);
+      self->server_.counters_.in_flight.fetch_sub(1);
+    });
+  };
+  if (!server_.engine_.Submit(job)) return reject(ipc::kErrOverloaded, "the engine queue is full");
+  jobs_.emplace(req.id, job);
+  server_.counters_.in_flight.fetch_add(1);
+  Send(ipc::ToJson(ipc::Accepted{req.id, static_cast<int64_t>(job->params.prompt.size())}));
+}
+
+bool Session::Publish(const ipc::TokenEvent& event, bool final_event) {
+  if (!region_) return false;
+  auto& ring = region_->events();
+  // One slot always stays free for the final event of the running request.
+  auto room = [&] { return ring.Size() + 1 < ring.capacity(); };
+  while (!backlog_.empty() && room() && ring.TryPush(backlog_.front())) backlog_.pop_front();
+  bool ok = true;
+  if (final_event) {
+    // The request is over: what still waits in the backlog is dropped (the final event says
+    // why), and the final event takes the reserved slot.
+    backlog_.clear();
+    ok = ring.TryPush(event);
+  } else if (backlog_.empty() && room()) {
+    ok = ring.TryPush(event);
+  } else if (backlog_.size() < server_.config_.max_backlog_events) {
+    backlog_.push_back(event);
+  } else {
+    too_slow_ = true;  // the client does not read: the request ends as client_too_slow
+    ok = false;
+  }
+  (void)to_client_->Signal();
+  return ok && !ring.corrupted();
+}
+
+void Session::Send(std::string json) {
+  if (closed_) return;
+  outbox_.push_back(ipc::EncodeFrame(json));
+  if (!writing_) {
+    writing_ = true;
+    asio::co_spawn(server_.io_, Writer(), asio::detached);
+  }
+}
+
+asio::awaitable<void> Session::Writer() {
+  auto self = shared_from_this();
+  while (!outbox_.empty() && !closed_) {
+    std::string frame = std::move(outbox_.front());
+    outbox_.pop_front();
+    boost::system::error_code ec;
+    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+  }
+  writing_ = false;
+}
+
+}  // namespace deepinfer::daemon

@@ -1,0 +1,245 @@
+// deepinferd end to end: the daemon runs on a temporary socket with a tiny model and is driven
+// through the client library and the CLI — concurrent clients, a client killed mid-stream, broken
+// frames, a version mismatch, a slow reader and SIGTERM with requests in flight.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "client/client.h"
+#include "engine/model/model.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+const std::string kBin = DEEPINFER_BIN_DIR;
+
+class Daemon {
+ public:
+  Daemon(const std::string& model, const std::string& socket, std::vector<std::string> extra = {})
+      : socket_(socket) {
+    std::vector<std::string> args = {kBin + "/deepinferd", "--model", model, "--socket", socket,
+                                     "--tokenizer", "none", "--threads", "1", "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {  // up to 20 s for load and warm-up
+      if (client::Client::Connect(socket_).ok()) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "deepinferd did not come up";
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // SIGTERM; returns the exit status and how long it took.
+  std::pair<int, double> Terminate() {
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  }
+  bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+ipc::GenerateRequest Request(uint64_t id, std::vector<int32_t> prompt, int64_t max_tokens) {
+  ipc::GenerateRequest r;
+  r.id = id;
+  r.prompt_kind = ipc::PromptKind::kIds;
+  r.prompt_ids = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.temperature = 0;
+  return r;
+}
+
+// Reads a request's events to its end; returns the tokens and the final event.
+std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto ev = c.NextEvent(30s);
+    EXPECT_TRUE(ev.ok() && ev->has_value());
+    if (!ev.ok() || !*ev) return {tokens, {}};
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens.push_back((*ev)->token);
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
+        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
+      return {tokens, **ev};
+    }
+  }
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_ / "model").ok());
+    socket_ = dir_ / "d.sock";
+  }
+  int32_t ReferenceNext(const std::vector<int32_t>& prompt) {
+    auto ck = LoadCheckpoint(dir_ / "model");
+    auto be = MakeCpuBackend(1);
+    Model m(**ck, *be, Numerics::kExact);
+    std::vector<float> logits(prompt.size() * 512);
+    auto seq = m.NewSequence();
+    EXPECT_TRUE(m.Forward(seq, prompt, logits.data(), nullptr).ok());
+    const float* last = &logits[(prompt.size() - 1) * 512];
+    return static_cast<int32_t>(std::max_element(last, last + 512) - last);
+  }
+  TempDir dir_;
+  std::string socket_;
+};
+
+TEST_F(DaemonTest, ConcurrentClientsGetTheReferenceGreedyToken) {
+  Daemon d(dir_ / "model", socket_);
+  constexpr int kClients = 24;
+  std::vector<std::vector<int32_t>> prompts(kClients);
+  std::vector<int32_t> got(kClients, -1);
+  for (int i = 0; i < kClients; ++i) prompts[i] = {1 + i, 7 * i % 512, 3, (i * 37) % 512};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client::Client::Connect(socket_);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      ASSERT_TRUE((*c)->Generate(Request(1, prompts[i], 1)).ok());
+      auto [tokens, done] = Drain(**c);
+      ASSERT_EQ(tokens.size(), 1u);
+      EXPECT_EQ(done.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kLength));
+      got[i] = tokens[0];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) EXPECT_EQ(got[i], ReferenceNext(prompts[i])) << "client " << i;
+  // The CLI prints the same token.
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ + " generate --prompt-ids 1,0,3,0 "
+                   "--max-tokens 1 --temperature 0 --format ids").c_str(), "r");
+  char buf[64] = {};
+  ASSERT_NE(fgets(buf, sizeof(buf), p), nullptr);
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_EQ(std::stoi(buf), ReferenceNext({1, 0, 3, 0}));
+}
+
+TEST_F(DaemonTest, BrokenFramesAndVersionMismatchDoNotDisturbOthers) {
+  Daemon d(dir_ / "model", socket_);
+  auto good = client::Client::Connect(socket_);
+  ASSERT_TRUE(good.ok());
+  for (std::string garbage : {std::string("\xff\xff\xff\xff garbage"), std::string("\x05\x00\x00\x00{\"op", 9),
+                              std::string("\x02\x00\x00\x00[]", 6), std::string(1000, '\0')}) {
+    auto raw = client::Client::Connect(socket_);
+    ASSERT_TRUE(raw.ok());
+    ASSERT_TRUE((*raw)->SendRaw(garbage).ok());
+  }
+  // Random bytes on fresh connections, before any hello.
+  for (int i = 0; i < 20; ++i) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::string junk(64 + i * 13, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rand());
+    (void)!write(fd, junk.data(), junk.size());
+    close(fd);
+  }
+  // A bad request on a good connection is a typed error, and the connection stays usable.
+  auto bad = (*good)->Generate(Request(5, {1, 99999}, 1));
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("invalid_argument"), std::string::npos) << bad.status().ToString();
+  ASSERT_TRUE((*good)->Generate(Request(6, {1, 2}, 2)).ok());
+  EXPECT_EQ(Drain(**good).first.size(), 2u);
+  // Version mismatch: a typed refusal.
+  {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string hello = ipc::EncodeFrame("{\"op\": \"hello\", \"protocol\": 99}");
+    ASSERT_EQ(write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    std::string reply(4096, '\0');
+    const ssize_t n = read(fd, reply.data(), reply.size());
+    ASSERT_GT(n, 4);
+    EXPECT_NE(reply.find("version_mismatch"), std::string::npos);
+    close(fd);
+  }
+  auto status = (*good)->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_NE(status->find("\"bad_frames\""), std::string::npos);
+  EXPECT_TRUE(d.alive());
+}
+
+TEST_F(DaemonTest, KilledClientIsCleanedUpAndOthersContinue) {
+  Daemon d(dir_ / "model", socket_);
+  pid_t child = fork();
+  if (child == 0) {
+    auto c = client::Client::Connect(socket_);
+    if (!c.ok() || !(*c)->Generate(Request(1, {1, 2, 3}, 100000)).ok()) _exit(1);
+    for (;;) (void)(*c)->NextEvent(1s);
+  }
+  std::this_thread::sleep_for(500ms);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(2, {4, 5}, 3)).ok());
+  EXPECT_EQ(Drain(**c).first.size(), 3u);
+  // The dead client's request was cancelled: nothing stays in flight.
+  for (int i = 0; i < 50; ++i) {
+    auto s = (*c)->GetStatus();
+    if (s.ok() && (s->find("\"in_flight_requests\":0") != std::string::npos ||
+                   s->find("\"in_flight_requests\": 0") != std::string::npos)) {
+      return;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  ADD_FAILURE() << "the killed client's request is still in flight";
+}
+
+TEST_F(DaemonTest, SlowReaderEndsAsClientTooSlow) {
+  Daemon d(dir_ / "model", socket_, {"--event-ring-slots", "16", "--max-backlog-events", "8"});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(1, {1, 2}, 500)).ok());
+  std::this_thread::sleep_for(3s);  // never read while the engine produces
+  auto [tokens, done] = Drain(**c);
+  EXPECT_LT(tokens.size(), 500u);
+  EXPECT_EQ(done.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kClientTooSlow));
+  ASSERT_TRUE((*c)->Generate(Request(2, {1, 2}, 2)).ok());  // the connection still works
+  EXPECT_EQ(Drain(**c).first.size(), 2u);
+}
+
+TEST_F(DaemonTest, SigtermDrainsAndExitsZero) {
+  Daemon d(dir_ / "model", socket_, {"--drain-timeout-seconds", "2"});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(1, {1, 2}, 30000)).ok());
+  std::this_thread::sleep_for(300ms);
+  auto [code, seconds] = d.Terminate();
+  EXPECT_EQ(code, 0);
+  EXPECT_LT(seconds, 15.0);
+}
+
+}  // namespace
+}  // namespace deepinfer

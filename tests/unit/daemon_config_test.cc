@@ -1,0 +1,399 @@
+// deepinferd configuration: flags, config file, precedence, errors, reload rules, usage.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/config.h"
+
+namespace deepinfer::daemon {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "deepinfer-config-XXXXXX";
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+    EXPECT_FALSE(path_.empty());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Result<DaemonConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "deepinferd");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return ParseDaemonArgs(static_cast<int>(args.size()), argv.data());
+}
+
+// The error message of a failed parse ("" when it succeeded).
+template <typename T>
+std::string Error(const Result<T>& r) {
+  return r.ok() ? "" : r.status().message();
+}
+
+class DaemonConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override { std::filesystem::create_directory(model_); }
+  TempDir dir_;
+  std::string model_ = dir_ / "model";
+};
+
+TEST_F(DaemonConfigTest, DefaultsWithOnlyModel) {
+  auto c = Parse({"--model", model_});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_FALSE(c->help);
+  EXPECT_EQ(c->model_dir, model_);
+  EXPECT_EQ(c->tokenizer_dir, "");  // no tokenizer.json: token-id requests only
+  EXPECT_EQ(c->socket_path, "/run/deepinfer/deepinfer.sock");
+  EXPECT_EQ(c->socket_mode, 0660u);
+  EXPECT_EQ(c->socket_group, "");
+  EXPECT_FALSE(c->socket_gid.has_value());
+  EXPECT_EQ(c->threads, 0u);
+  EXPECT_EQ(c->numerics, "exact");
+  EXPECT_EQ(c->max_frame_bytes, 4u << 20);
+  EXPECT_EQ(c->max_prompt_tokens, 0u);
+  EXPECT_EQ(c->max_tokens_cap, 32768u);
+  EXPECT_EQ(c->max_clients, 64u);
+  EXPECT_EQ(c->max_requests_per_client, 16u);
+  EXPECT_EQ(c->max_requests_per_user, 0u);
+  EXPECT_EQ(c->event_ring_slots, 4096u);
+  EXPECT_EQ(c->max_backlog_events, 1024u);
+  EXPECT_EQ(c->drain_timeout_seconds, 10u);
+  EXPECT_TRUE(c->watchdog);
+  EXPECT_EQ(c->log_level, "info");
+  EXPECT_TRUE(c->warmup);
+  EXPECT_EQ(c->config_file, "");
+}
+
+TEST_F(DaemonConfigTest, TokenizerDefaultsToModelDirWithTokenizerJson) {
+  WriteFile(model_ + "/tokenizer.json", "{}");
+  auto c = Parse({"--model", model_});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->tokenizer_dir, model_);
+  c = Parse({"--model", model_, "--tokenizer", "none"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->tokenizer_dir, "");
+  std::string tok = dir_ / "tok";
+  std::filesystem::create_directory(tok);
+  c = Parse({"--model", model_, "--tokenizer", tok});
+  EXPECT_EQ(c.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(Error(c).find("tokenizer"), std::string::npos);
+  WriteFile(tok + "/tokenizer.json", "{}");
+  c = Parse({"--model", model_, "--tokenizer", tok});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->tokenizer_dir, tok);
+}
+
+TEST_F(DaemonConfigTest, EveryFlag) {
+  auto c = Parse({"--model",
+                  model_,
+                  "--socket",
+                  "/tmp/x.sock",
+                  "--socket-mode",
+                  "0600",
+                  "--socket-group",
+                  "0",
+                  "--threads",
+                  "8",
+                  "--numerics",
+                  "reference",
+                  "--max-frame-bytes",
+                  "1MiB",
+                  "--max-prompt-tokens",
+                  "1000",
+                  "--max-tokens-cap",
+                  "500",
+                  "--max-clients",
+                  "3",
+                  "--max-requests-per-client",
+                  "2",
+                  "--max-requests-per-user=5",
+                  "--event-ring-slots",
+                  "256",
+                  "--max-backlog-events",
+                  "7",
+                  "--drain-timeout-seconds",
+                  "0",
+                  "--watchdog",
+                  "off",
+                  "--log-level",
+                  "debug",
+                  "--warmup",
+                  "no"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->socket_path, "/tmp/x.sock");
+  EXPECT_EQ(c->socket_mode, 0600u);
+  EXPECT_EQ(c->socket_group, "0");
+  EXPECT_EQ(c->socket_gid, gid_t{0});
+  EXPECT_EQ(c->threads, 8u);
+  EXPECT_EQ(c->numerics, "reference");
+  EXPECT_EQ(c->max_frame_bytes, 1u << 20);
+  EXPECT_EQ(c->max_prompt_tokens, 1000u);
+  EXPECT_EQ(c->max_tokens_cap, 500u);
+  EXPECT_EQ(c->max_clients, 3u);
+  EXPECT_EQ(c->max_requests_per_client, 2u);
+  EXPECT_EQ(c->max_requests_per_user, 5u);
+  EXPECT_EQ(c->event_ring_slots, 256u);
+  EXPECT_EQ(c->max_backlog_events, 7u);
+  EXPECT_EQ(c->drain_timeout_seconds, 0u);
+  EXPECT_FALSE(c->watchdog);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_FALSE(c->warmup);
+  // Every option differs from its default, so the test covers the whole table.
+  EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
+}
+
+TEST_F(DaemonConfigTest, SocketGroupByName) {
+  auto c = Parse({"--model", model_, "--socket-group", "root"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->socket_gid, gid_t{0});
+  c = Parse({"--model", model_, "--socket-group", "no-such-group-deepinfer"});
+  EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(Error(c).find("socket-group"), std::string::npos);
+}
+
+TEST_F(DaemonConfigTest, ConfigFileAndPrecedence) {
+  std::string conf = dir_ / "d.conf";
+  WriteFile(conf, "# comment\n\n  model = " + model_ +
+                      "  \nmax_clients=5\n   # indented comment\nlog_level = warn\r\n"
+                      "tokenizer = none\n");
+  auto c = Parse({"--config", conf});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->model_dir, model_);
+  EXPECT_EQ(c->max_clients, 5u);
+  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_EQ(c->config_file, conf);
+  // Flags win over the file, wherever --config appears; a repeated flag keeps the last value.
+  c = Parse(
+      {"--max-clients", "9", "--config", conf, "--log-level", "error", "--log-level", "trace"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->max_clients, 9u);
+  EXPECT_EQ(c->log_level, "trace");
+  EXPECT_EQ(c->tokenizer_dir, "");
+}
+
+TEST_F(DaemonConfigTest, ConfigFileErrorsNameKeyAndLine) {
+  struct Case {
+    std::string text, expect;
+  };
+  std::vector<Case> cases = {
+      {"bogus_key = 1\n", "bogus_key: unknown key"},
+      {"max_clients = 1\nmax_clients = 2\n", ":2: max_clients: duplicate key"},
+      {"\nmodel\n", ":2: expected `key = value`"},
+      {"config = other.conf\n", "config: unknown key"},
+      {"help = 1\n", "help: unknown key"},
+      {"max-clients = 3\n", "max-clients: unknown key"},
+      {"max_clients = lots\n", ":1: max_clients: expected a non-negative integer"},
+      {"socket_mode = 0999\n", "socket_mode: expected octal"},
+  };
+  std::string conf = dir_ / "bad.conf";
+  for (const Case& tc : cases) {
+    WriteFile(conf, tc.text);
+    auto c = Parse({"--config", conf, "--model", model_});
+    EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument) << tc.text;
+    EXPECT_NE(Error(c).find(tc.expect), std::string::npos) << tc.text << " -> " << Error(c);
+    EXPECT_NE(Error(c).find(conf), std::string::npos) << Error(c);
+  }
+  auto c = Parse({"--config", dir_ / "missing.conf"});
+  EXPECT_EQ(c.status().code(), ErrorCode::kNotFound);
+  c = Parse({"--config", dir_.path()});
+  EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(DaemonConfigTest, FlagErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{"--bogus", "1"}, "--bogus: unknown flag"},
+      {{"--max_clients", "1"}, "--max_clients: unknown flag"},
+      {{"--max-clients"}, "--max-clients: missing value"},
+      {{"stray"}, "stray: unexpected argument"},
+      {{"-x"}, "-x: unexpected argument"},
+      {{"--config", ""}, "--config: empty path"},
+  };
+  for (const Case& tc : cases) {
+    std::vector<std::string> args = {"--model", model_};
+    args.insert(args.end(), tc.args.begin(), tc.args.end());
+    auto c = Parse(args);
+    EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument) << tc.expect;
+    EXPECT_NE(Error(c).find(tc.expect), std::string::npos) << tc.expect << " -> " << Error(c);
+  }
+  auto c = Parse({});
+  EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(Error(c).find("model: required"), std::string::npos) << Error(c);
+  c = Parse({"--model", dir_ / "absent"});
+  EXPECT_EQ(c.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(Error(c).find("model"), std::string::npos);
+}
+
+TEST_F(DaemonConfigTest, BadValuesNameTheKey) {
+  std::vector<std::pair<std::string, std::string>> bad = {
+      {"model", ""},
+      {"tokenizer", ""},
+      {"socket", "relative.sock"},
+      {"socket", "/" + std::string(120, 'a')},
+      {"socket_mode", "rw"},
+      {"socket_mode", "01777"},
+      {"socket_mode", "1000"},
+      {"socket_group", "no-such-group-deepinfer"},
+      {"threads", "-1"},
+      {"threads", "100000"},
+      {"numerics", "fast"},
+      {"max_frame_bytes", "1K"},
+      {"max_frame_bytes", "4X"},
+      {"max_frame_bytes", "99999999999999999999999"},
+      {"max_tokens_cap", "0"},
+      {"max_clients", "0"},
+      {"max_clients", "1.5"},
+      {"max_requests_per_client", ""},
+      {"event_ring_slots", "1000"},
+      {"event_ring_slots", "8"},
+      {"drain_timeout_seconds", "1h"},
+      {"watchdog", "maybe"},
+      {"warmup", "2"},
+      {"log_level", "verbose"},
+  };
+  for (const auto& [key, value] : bad) {
+    DaemonConfig config;
+    Status st = SetOption(config, key, value);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << key << " = " << value;
+    EXPECT_EQ(st.message().rfind(key + ": ", 0), 0u) << st.message();
+    auto c = Parse({"--model", model_, FlagForKey(key), value});
+    EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument) << key << " = " << value;
+    EXPECT_NE(Error(c).find(FlagForKey(key) + ": " + key + ": "), std::string::npos) << Error(c);
+  }
+}
+
+TEST_F(DaemonConfigTest, SizeSuffixes) {
+  DaemonConfig c;
+  ASSERT_TRUE(SetOption(c, "max_frame_bytes", "64K").ok());
+  EXPECT_EQ(c.max_frame_bytes, 64u << 10);
+  ASSERT_TRUE(SetOption(c, "max_frame_bytes", "1GiB").ok());
+  EXPECT_EQ(c.max_frame_bytes, 1u << 30);
+  ASSERT_TRUE(SetOption(c, "max_frame_bytes", "5000").ok());
+  EXPECT_EQ(c.max_frame_bytes, 5000u);
+  EXPECT_FALSE(SetOption(c, "max_frame_bytes", "2G").ok());
+  EXPECT_FALSE(SetOption(c, "max_clients", "2K").ok());  // suffixes only for byte sizes
+}
+
+TEST_F(DaemonConfigTest, HelpNeedsNothingElse) {
+  auto c = Parse({"--bogus", "--help"});
+  EXPECT_FALSE(c.ok());  // arguments are read in order
+  c = Parse({"--help"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_TRUE(c->help);
+  c = Parse({"--max-clients", "3", "-h"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_TRUE(c->help);
+}
+
+TEST(DaemonConfigReload, ReloadableKeys) {
+  DaemonConfig current;
+  DaemonConfig next = current;
+  EXPECT_TRUE(ReloadableConfig(current, next).ok());
+  next.log_level = "debug";
+  next.max_clients = 8;
+  next.max_requests_per_user = 4;
+  next.max_frame_bytes = 1 << 20;
+  next.drain_timeout_seconds = 3;
+  EXPECT_TRUE(ReloadableConfig(current, next).ok());
+  EXPECT_EQ(ChangedKeys(current, next),
+            (std::vector<std::string>{"max_frame_bytes", "max_clients", "max_requests_per_user",
+                                      "drain_timeout_seconds", "log_level"}));
+  next.model_dir = "/other";
+  next.socket_path = "/run/other.sock";
+  Status st = ReloadableConfig(current, next);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("model, socket: ", 0), 0u) << st.message();
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    std::string key(o.key);
+    bool limit = key.rfind("max_", 0) == 0 || key == "drain_timeout_seconds";
+    EXPECT_EQ(o.reloadable, limit || key == "log_level") << key;
+  }
+}
+
+TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
+  const std::set<std::string> expected = {"model",
+                                          "tokenizer",
+                                          "numerics",
+                                          "threads",
+                                          "warmup",
+                                          "socket",
+                                          "socket_mode",
+                                          "socket_group",
+                                          "max_frame_bytes",
+                                          "max_prompt_tokens",
+                                          "max_tokens_cap",
+                                          "max_clients",
+                                          "max_requests_per_client",
+                                          "max_requests_per_user",
+                                          "max_backlog_events",
+                                          "drain_timeout_seconds",
+                                          "event_ring_slots",
+                                          "watchdog",
+                                          "log_level"};
+  std::set<std::string> keys;
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    EXPECT_TRUE(keys.insert(std::string(o.key)).second) << "duplicate " << o.key;
+  }
+  EXPECT_EQ(keys, expected);
+  std::string usage = ConfigUsage();
+  EXPECT_NE(usage.find("--config FILE"), std::string::npos);
+  EXPECT_NE(usage.find("--help"), std::string::npos);
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    EXPECT_NE(usage.find(FlagForKey(o.key) + " "), std::string::npos) << o.key;
+    EXPECT_NE(usage.find("key " + std::string(o.key) + ","), std::string::npos) << o.key;
+    if (!o.default_text.empty()) {
+      EXPECT_NE(usage.find(std::string(o.default_text)), std::string::npos) << o.key;
+    }
+  }
+  EXPECT_EQ(FlagForKey("max_requests_per_user"), "--max-requests-per-user");
+}
+
+// The documented defaults are the real ones: setting each to its default text changes nothing.
+TEST(DaemonConfigUsage, DefaultTextsAreTheDefaults) {
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    if (o.key == "model" || o.key == "tokenizer" || o.key == "socket_group") continue;
+    DaemonConfig c;
+    Status st = SetOption(c, o.key, o.default_text);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(ChangedKeys(c, DaemonConfig()).empty()) << o.key;
+  }
+}
+
+TEST(DaemonConfigDocs, ConfigurationMdHasEveryFlag) {
+  std::string doc = ReadFile(std::string(DEEPINFER_SOURCE_DIR) + "/docs/configuration.md");
+  size_t section = doc.find("## deepinferd");
+  ASSERT_NE(section, std::string::npos);
+  std::string text = doc.substr(section);
+  for (const DaemonOptionInfo& o : DaemonOptions()) {
+    EXPECT_NE(text.find("`" + FlagForKey(o.key) + " "), std::string::npos) << o.key;
+    EXPECT_NE(text.find("`" + std::string(o.key) + "`"), std::string::npos) << o.key;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::daemon
