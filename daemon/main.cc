@@ -53,7 +53,8 @@ int Run(int argc, char** argv) {
     spdlog::warn("no tokenizer: only prompt_ids requests are served");
   }
   if (tokenizer && tokenizer->vocab_size() < model.config().vocab_size) {
-    spdlog::warn("tokenizer has {} ids, the model {}", tokenizer->vocab_size(), model.config().vocab_size);
+    spdlog::info("model rows {}..{} lie past the tokenizer's ids (padding); they decode to no text",
+                 tokenizer->vocab_size(), model.config().vocab_size - 1);
   }
   EngineWorker engine(model, tokenizer.get(), 1024);
   engine.Start();

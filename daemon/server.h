@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <string>
 
 #include "daemon/config.h"
@@ -65,6 +66,7 @@ class Server {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   ServerCounters counters_;
   std::vector<std::weak_ptr<Session>> sessions_;  // IO thread only
+  std::unordered_map<uid_t, int64_t> requests_by_uid_;  // IO thread only: in-flight per user
 };
 
 }  // namespace deepinfer::daemon

@@ -19,7 +19,7 @@ asio::awaitable<void> Session::Run() {
   server_.counters_.clients.fetch_add(1);
   server_.counters_.clients_total.fetch_add(1);
   if (auto peer = ipc::GetPeerCredentials(socket_.native_handle()); peer.ok()) peer_ = *peer;
-  spdlog::info("client connected: pid {} uid {} gid {}", peer_.pid, peer_.uid, peer_.gid);
+  spdlog::debug("client connected: pid {} uid {} gid {}", peer_.pid, peer_.uid, peer_.gid);
   char buf[64 << 10];
   for (;;) {
     boost::system::error_code ec;
@@ -39,7 +39,7 @@ asio::awaitable<void> Session::Run() {
   boost::system::error_code ignored;
   socket_.close(ignored);
   server_.counters_.clients.fetch_sub(1);
-  spdlog::info("client disconnected: pid {} uid {}", peer_.pid, peer_.uid);
+  spdlog::debug("client disconnected: pid {} uid {}", peer_.pid, peer_.uid);
 }
 
 void Session::CancelAll() {
@@ -150,6 +150,11 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   if (jobs_.size() >= server_.config_.max_requests_per_client) {
     return reject(ipc::kErrOverloaded, "max_requests_per_client reached");
   }
+  int64_t& user_requests = server_.requests_by_uid_[peer_.uid];
+  if (server_.config_.max_requests_per_user > 0 &&
+      user_requests >= static_cast<int64_t>(server_.config_.max_requests_per_user)) {
+    return reject(ipc::kErrOverloaded, "max_requests_per_user reached for uid " + std::to_string(peer_.uid));
+  }
   auto ids = PromptIds(req);
   if (!ids.ok()) return reject(ipc::WireErrorCode(ids.status()), ids.status().message());
   if (ids->empty()) return reject(ipc::kErrInvalidArgument, "prompt: empty after tokenization");
@@ -221,11 +226,13 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     asio::post(io, [self, client_id] {
       self->jobs_.erase(client_id);
       self->server_.counters_.in_flight.fetch_sub(1);
+      self->server_.requests_by_uid_[self->peer_.uid]--;
     });
   };
   if (!server_.engine_.Submit(job)) return reject(ipc::kErrOverloaded, "the engine queue is full");
   jobs_.emplace(req.id, job);
   server_.counters_.in_flight.fetch_add(1);
+  user_requests++;
   Send(ipc::ToJson(ipc::Accepted{req.id, static_cast<int64_t>(job->params.prompt.size())}));
 }
 

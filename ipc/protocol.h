@@ -9,6 +9,8 @@
 //   }
 //
 // Request errors are InvalidArgument and start with the field name ("max_tokens: must be >= 1").
+// Until the handshake is done the server treats any failure, and any request but Hello, as a
+// protocol_error and closes (docs/protocol.md, "The handshake").
 #pragma once
 
 #include <cstddef>

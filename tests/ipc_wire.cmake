@@ -28,4 +28,10 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   target_compile_options(frame_fuzz PRIVATE ${DEEPINFER_WARNINGS}
                          -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer)
   target_link_options(frame_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
+  # Two seconds of real fuzzing in CTest; new inputs go to the build tree, never the sources.
+  set(DEEPINFER_FRAME_FUZZ_WORK ${CMAKE_CURRENT_BINARY_DIR}/frame_fuzz_corpus)
+  file(MAKE_DIRECTORY ${DEEPINFER_FRAME_FUZZ_WORK})
+  add_test(NAME frame_fuzz COMMAND frame_fuzz -max_total_time=2 -rss_limit_mb=2048
+                                   ${DEEPINFER_FRAME_FUZZ_WORK} ${DEEPINFER_FRAME_CORPUS})
+  set_tests_properties(frame_fuzz PROPERTIES TIMEOUT 60)
 endif()

@@ -64,7 +64,8 @@ Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams
     GeneratedToken out{token, ""};
     if (decoder) {
       std::string piece;
-      DI_RETURN_IF_ERROR(decoder->Push(token, &piece));
+      // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.
+      if (token < tok_->vocab_size()) DI_RETURN_IF_ERROR(decoder->Push(token, &piece));
       if (stop_id || step + 1 == p.max_tokens) decoder->Finish(&piece);
       held += piece;
       // A stop string ends the text right before it; a suffix that could still grow into one
