@@ -2,6 +2,7 @@
 // through the client library and the CLI — concurrent clients, a client killed mid-stream, broken
 // frames, a version mismatch, a slow reader and SIGTERM with requests in flight.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -239,6 +240,61 @@ TEST_F(DaemonTest, SigtermDrainsAndExitsZero) {
   auto [code, seconds] = d.Terminate();
   EXPECT_EQ(code, 0);
   EXPECT_LT(seconds, 15.0);
+}
+
+// Ctrl-C in the CLI cancels its request: the daemon stops generating for it.
+TEST_F(DaemonTest, CtrlCInTheCliCancelsTheRequest) {
+  Daemon d(dir_ / "model", socket_);
+  pid_t cli = fork();
+  if (cli == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execl((kBin + "/deepinfer").c_str(), "deepinfer", "--socket", socket_.c_str(), "generate",
+          "--prompt-ids", "1,2,3", "--max-tokens", "30000", "--format", "ids", nullptr);
+    _exit(127);
+  }
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto in_flight = [&] {
+    auto s = (*c)->GetStatus();
+    return s.ok() && (s->find("\"in_flight_requests\":1") != std::string::npos ||
+                      s->find("\"in_flight_requests\": 1") != std::string::npos);
+  };
+  for (int i = 0; i < 100 && !in_flight(); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(in_flight());
+  kill(cli, SIGINT);
+  int status = 0;
+  waitpid(cli, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE((*c)->Generate(Request(9, {3, 4}, 2)).ok());  // runs only once the other ended
+  EXPECT_EQ(Drain(**c).first.size(), 2u);
+}
+
+// Under systemd socket activation the daemon adopts the listening socket it is given.
+TEST_F(DaemonTest, SocketActivation) {
+  const std::string sock = dir_ / "activated.sock";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/usr/bin/systemd-socket-activate", "systemd-socket-activate", "-l", sock.c_str(),
+          (kBin + "/deepinferd").c_str(), "--model", (dir_ / "model").c_str(), "--tokenizer",
+          "none", "--threads", "1", "--log-level", "warn", nullptr);
+    _exit(127);
+  }
+  std::unique_ptr<client::Client> c;
+  for (int i = 0; i < 200 && !c; ++i) {
+    auto r = client::Client::Connect(sock);
+    if (r.ok()) c = std::move(r).value();
+    else std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_NE(c, nullptr) << "no daemon behind the activated socket";
+  ASSERT_TRUE(c->Generate(Request(1, {1, 2, 3}, 1)).ok());
+  auto [tokens, done] = Drain(*c);
+  ASSERT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(tokens[0], ReferenceNext({1, 2, 3}));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
