@@ -74,7 +74,7 @@ enum class Mode { kSpin, kEventFd, kSocket };
 // shared with other work, and a preempted peer should get to run).
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
+  __builtin_ia32_pause();  // PAUSE_MARK
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif

@@ -93,6 +93,14 @@ Result<ipc::Accepted> Client::Generate(const ipc::GenerateRequest& request) {
 
 deepinfer::Status Client::Cancel(uint64_t id) { return SendJson(ipc::ToJson(ipc::CancelRequest{id})); }
 
+deepinfer::Status Client::CancelViaRing(uint64_t id) {
+  ipc::Submission sub{};
+  sub.request_id = id;
+  sub.kind = static_cast<uint16_t>(ipc::SubmissionKind::kCancel);
+  if (!region_->submissions().TryPush(sub)) return IoError("submission ring full");
+  return to_daemon_->Signal();
+}
+
 Result<std::string> Client::GetStatus() {
   DI_RETURN_IF_ERROR(SendJson(ipc::ToJson(ipc::StatusRequest{})));
   for (;;) {

@@ -28,6 +28,8 @@ class Client {
   /// Submits a request and waits for its acceptance (or the typed error the daemon returned).
   Result<ipc::Accepted> Generate(const ipc::GenerateRequest& request);
   deepinfer::Status Cancel(uint64_t id);
+  /// Cancels through the shared-memory submission ring (no socket write).
+  deepinfer::Status CancelViaRing(uint64_t id);
   /// The daemon's status object (JSON text).
   Result<std::string> GetStatus();
   Result<ipc::HealthReply> Health();

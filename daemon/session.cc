@@ -36,6 +36,11 @@ asio::awaitable<void> Session::Run() {
   }
   closed_ = true;
   CancelAll();
+  if (from_client_watch_) {
+    boost::system::error_code ignored_ec;
+    from_client_watch_->cancel(ignored_ec);
+    (void)from_client_watch_->release();  // the EventFd owns the descriptor
+  }
   boost::system::error_code ignored;
   socket_.close(ignored);
   server_.counters_.clients.fetch_sub(1);
@@ -116,7 +121,10 @@ Status Session::HandleHello(std::string_view body) {
   const int fds[3] = {region_->fd(), to_client_->fd(), from_client_->fd()};
   const std::string offer = ipc::EncodeFrame(
       ipc::ToJson(ipc::ShmOffer{region_->size(), server_.config_.event_ring_slots}));
-  return ipc::SendFds(socket_.native_handle(), offer, fds);
+  DI_RETURN_IF_ERROR(ipc::SendFds(socket_.native_handle(), offer, fds));
+  from_client_watch_.emplace(server_.io_, from_client_->fd());
+  asio::co_spawn(server_.io_, SubmissionReader(), asio::detached);
+  return Status::Ok();
 }
 
 Result<std::vector<int32_t>> Session::PromptIds(const ipc::GenerateRequest& req) {
@@ -258,6 +266,34 @@ bool Session::Publish(const ipc::TokenEvent& event, bool final_event) {
   }
   (void)to_client_->Signal();
   return ok && !ring.corrupted();
+}
+
+asio::awaitable<void> Session::SubmissionReader() {
+  auto self = shared_from_this();
+  auto& ring = region_->submissions();
+  while (!closed_) {
+    boost::system::error_code ec;
+    co_await from_client_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
+                                            asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || closed_) co_return;
+    (void)from_client_->Drain();
+    ipc::Submission sub;
+    while (ring.TryPop(&sub)) {
+      if (sub.kind != static_cast<uint16_t>(ipc::SubmissionKind::kCancel)) {
+        spdlog::warn("client pid {}: unknown submission kind {}; closing", peer_.pid, sub.kind);
+        boost::system::error_code ignored;
+        socket_.close(ignored);
+        co_return;
+      }
+      if (auto it = jobs_.find(sub.request_id); it != jobs_.end()) it->second->cancel.store(true);
+    }
+    if (ring.corrupted()) {
+      spdlog::warn("client pid {}: corrupted submission ring; closing", peer_.pid);
+      boost::system::error_code ignored;
+      socket_.close(ignored);
+      co_return;
+    }
+  }
 }
 
 void Session::Send(std::string json) {

@@ -35,6 +35,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<std::vector<int32_t>> PromptIds(const ipc::GenerateRequest& req);
   void Send(std::string json);
   boost::asio::awaitable<void> Writer();
+  /// Watches the client's eventfd and applies what it pushed into the submission ring.
+  boost::asio::awaitable<void> SubmissionReader();
 
   Server& server_;
   boost::asio::local::stream_protocol::socket socket_;
@@ -43,6 +45,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool greeted_ = false;
   std::optional<ipc::ShmRegion> region_;
   std::optional<ipc::EventFd> to_client_, from_client_;
+  std::optional<boost::asio::posix::stream_descriptor> from_client_watch_;
   std::unordered_map<uint64_t, std::shared_ptr<EngineJob>> jobs_;  // IO thread only
   std::deque<std::string> outbox_;                                  // IO thread only
   bool writing_ = false;

@@ -270,6 +270,19 @@ TEST_F(DaemonTest, CtrlCInTheCliCancelsTheRequest) {
   EXPECT_EQ(Drain(**c).first.size(), 2u);
 }
 
+TEST_F(DaemonTest, CancelThroughTheSubmissionRing) {
+  Daemon d(dir_ / "model", socket_);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(3, {1, 2}, 30000)).ok());
+  auto first = (*c)->NextEvent(10s);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE((*c)->CancelViaRing(3).ok());
+  auto [tokens, done] = Drain(**c);
+  EXPECT_LT(tokens.size(), 30000u);
+  EXPECT_EQ(done.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kCancelled));
+}
+
 // Under systemd socket activation the daemon adopts the listening socket it is given.
 TEST_F(DaemonTest, SocketActivation) {
   const std::string sock = dir_ / "activated.sock";
