@@ -1,6 +1,6 @@
 // Token-event latency across two processes: producer publish -> consumer read.
 //
-//   bench_ring [--events N] [--warmup W] [--gap-us G]
+//   bench_ring [--events N] [--warmup W] [--gap-us G] [--pin 0|1]
 //
 // Three transports, measured in the same run, each with one event in flight: the producer waits
 // until the consumer has taken the event, then G microseconds more (default 10, so an eventfd
@@ -11,6 +11,12 @@
 //                  consumer sleeps in poll when the ring is empty (the daemon's default path)
 //   socket         the peer: a 64-byte message over a Unix stream socketpair, blocking read,
 //                  1-byte reply as the acknowledgement (ping-pong)
+// In every mode the producer busy-waits (for the acknowledgement and the gap), as the daemon's
+// engine thread is busy while the client sleeps. A producer that blocked on the socket reply
+// would let the kernel run the consumer on the producer's CPU (Unix sockets wake synchronously),
+// which a busy engine thread never allows; that would flatter the socket on a 2-vCPU VM.
+// --pin 1 puts the producer on CPU 0 and the consumer on CPU 1 in every mode, so no transport
+// can profit from running both ends on one CPU (with --pin 0 the scheduler may do so).
 // The producer writes CLOCK_MONOTONIC (steady_clock) into the event just before publishing; the
 // consumer (the parent process) reads the clock just after taking it. Prints one JSON line with
 // p50/p99/max/mean in nanoseconds per transport and the socket/ring ratios of the medians.
@@ -74,7 +80,7 @@ enum class Mode { kSpin, kEventFd, kSocket };
 // shared with other work, and a preempted peer should get to run).
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();  // PAUSE_MARK
+  __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
@@ -91,8 +97,15 @@ void SpinUntil(Pred done) {
   }
 }
 
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) Die("sched_setaffinity");
+}
+
 std::vector<std::uint64_t> Run(Mode mode, std::uint64_t events, std::uint64_t warmup,
-                               std::uint64_t gap_ns) {
+                               std::uint64_t gap_ns, bool pin) {
   auto region = ShmRegion::Create(1024, 16);
   if (!region.ok()) Die(region.status().message());
   auto wake = EventFd::Create();
@@ -104,6 +117,7 @@ std::vector<std::uint64_t> Run(Mode mode, std::uint64_t events, std::uint64_t wa
   const pid_t pid = fork();
   if (pid < 0) Die("fork");
   if (pid == 0) {  // producer: the daemon's side of the region
+    if (pin) PinTo(0);
     close(sv[1]);
     auto& ring = region->events();
     TokenEvent e{};
@@ -116,8 +130,8 @@ std::vector<std::uint64_t> Run(Mode mode, std::uint64_t events, std::uint64_t wa
         const std::uint64_t t = NowNs();
         std::memcpy(e.text, &t, sizeof(t));
         if (write(sv[0], &e, sizeof(e)) != sizeof(e)) _exit(2);
-        char ack;
-        if (read(sv[0], &ack, 1) != 1) _exit(3);
+        char ack;  // busy-wait for the reply, like the ring producer (see the header comment)
+        SpinUntil([&] { return recv(sv[0], &ack, 1, MSG_DONTWAIT) == 1; });
         continue;
       }
       const std::uint64_t t = NowNs();
@@ -129,6 +143,7 @@ std::vector<std::uint64_t> Run(Mode mode, std::uint64_t events, std::uint64_t wa
     _exit(0);
   }
   close(sv[0]);
+  if (pin) PinTo(1);
   auto client = ShmRegion::Attach(region->fd());
   if (!client.ok()) Die(client.status().message());
   auto& ring = client->events();
@@ -173,33 +188,35 @@ std::vector<std::uint64_t> Run(Mode mode, std::uint64_t events, std::uint64_t wa
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::uint64_t events = 1'000'000, warmup = 10'000, gap_us = 10;
+  std::uint64_t events = 1'000'000, warmup = 10'000, gap_us = 10, pin = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--events") {
       events = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (flag == "--warmup") {
       warmup = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (flag == "--pin") {
+      pin = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (flag == "--gap-us") {
       gap_us = std::strtoull(argv[i + 1], nullptr, 10);
     } else {
-      Die("unknown flag " + flag + " (use --events N --warmup W --gap-us G)");
+      Die("unknown flag " + flag + " (use --events N --warmup W --gap-us G --pin 0|1)");
     }
   }
   if (events == 0) Die("--events must be positive");
   const std::uint64_t gap_ns = gap_us * 1000;
-  const Stats spin = Summarize(Run(Mode::kSpin, events, warmup, gap_ns));
-  const Stats efd = Summarize(Run(Mode::kEventFd, events, warmup, gap_ns));
-  const Stats sock = Summarize(Run(Mode::kSocket, events, warmup, gap_ns));
+  const Stats spin = Summarize(Run(Mode::kSpin, events, warmup, gap_ns, pin != 0));
+  const Stats efd = Summarize(Run(Mode::kEventFd, events, warmup, gap_ns, pin != 0));
+  const Stats sock = Summarize(Run(Mode::kSocket, events, warmup, gap_ns, pin != 0));
   auto ratio = [](const Stats& peer, const Stats& s) {
     return static_cast<double>(peer.p50) / static_cast<double>(std::max<std::uint64_t>(s.p50, 1));
   };
   std::printf(
-      "{\"bench\":\"ring\",\"events\":%llu,\"gap_us\":%llu,\"ring_spin\":%s,\"ring_eventfd\":%s,"
-      "\"socket\":%s,"
+      "{\"bench\":\"ring\",\"events\":%llu,\"gap_us\":%llu,\"pinned\":%s,"
+      "\"ring_spin\":%s,\"ring_eventfd\":%s,\"socket\":%s,"
       "\"p50_ratio_socket_over_ring_spin\":%.1f,\"p50_ratio_socket_over_ring_eventfd\":%.2f}\n",
       static_cast<unsigned long long>(events), static_cast<unsigned long long>(gap_us),
-      Json(spin).c_str(), Json(efd).c_str(), Json(sock).c_str(), ratio(sock, spin),
-      ratio(sock, efd));
+      pin ? "true" : "false", Json(spin).c_str(), Json(efd).c_str(), Json(sock).c_str(),
+      ratio(sock, spin), ratio(sock, efd));
   return 0;
 }

@@ -76,7 +76,7 @@ inline constexpr std::uint32_t kShmVersion = 1;
 inline constexpr std::uint64_t kMaxShmRegionBytes = 1ull << 30;
 
 /// The region header, at offset 0. Offsets and sizes only; every field is validated by Attach.
-struct alignas(kCacheLineBytes) ShmRegionHeader {
+struct ShmRegionHeader {
   std::uint64_t magic;         // kShmMagic
   std::uint32_t version;       // kShmVersion
   std::uint32_t header_bytes;  // sizeof(ShmRegionHeader)
@@ -89,6 +89,7 @@ struct alignas(kCacheLineBytes) ShmRegionHeader {
   std::uint64_t submission_ring_bytes;
   std::uint32_t submission_slots;
   std::uint32_t submission_slot_bytes;  // sizeof(Submission)
+  std::uint8_t reserved[56];            // zero; pads the header to two cache lines
 };
 static_assert(sizeof(ShmRegionHeader) == 128);
 static_assert(std::is_trivially_copyable_v<ShmRegionHeader>);
