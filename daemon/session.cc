@@ -198,6 +198,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     ipc::TokenEvent e{};
     e.request_id = client_id;
     e.token = t.token;
+    e.logprob = t.logprob;
     e.kind = static_cast<uint16_t>(ipc::EventKind::kToken);
     size_t off = 0;
     do {

@@ -35,6 +35,15 @@ Status Generator::Validate(const GenerationParams& p) const {
   if (!(c.top_p > 0 && c.top_p <= 1)) return InvalidArgument("top_p: must be in (0, 1]");
   if (c.top_k < -1 || c.top_k == 0) return InvalidArgument("top_k: must be -1 or >= 1");
   if (!(c.min_p >= 0 && c.min_p <= 1)) return InvalidArgument("min_p: must be in [0, 1]");
+  if (!(c.repetition_penalty > 0 && c.repetition_penalty <= 2)) {
+    return InvalidArgument("repetition_penalty: must be in (0, 2]");
+  }
+  if (!(c.frequency_penalty >= -2 && c.frequency_penalty <= 2)) {
+    return InvalidArgument("frequency_penalty: must be in [-2, 2]");
+  }
+  if (!(c.presence_penalty >= -2 && c.presence_penalty <= 2)) {
+    return InvalidArgument("presence_penalty: must be in [-2, 2]");
+  }
   return Status::Ok();
 }
 
@@ -47,7 +56,10 @@ Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams
   SequenceState seq = model_.NewSequence();
   std::vector<float> logits(p.prompt.size() * static_cast<size_t>(vocab));
   DI_RETURN_IF_ERROR(model_.Forward(seq, p.prompt, logits.data(), nullptr));
-  const float* last = &logits[(p.prompt.size() - 1) * static_cast<size_t>(vocab)];
+  float* last = &logits[(p.prompt.size() - 1) * static_cast<size_t>(vocab)];
+  TokenHistory history;
+  for (int32_t t : p.prompt) history.AddPrompt(t);
+  TokenLogprobs logprobs;
 
   size_t longest_stop = 0;
   for (const auto& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
@@ -57,11 +69,14 @@ Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams
   std::vector<int32_t> scratch;
   for (int step = 0; step < p.max_tokens; ++step) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return GenerationEnd::kCancelled;
+    ApplyLogitProcessors(last, vocab, p.sampling, history);
     const int32_t token = SampleToken(last, vocab, p.sampling, request_id,
                                       static_cast<uint64_t>(p.prompt.size() + step), scratch);
+    ComputeLogprobs(last, vocab, token, 0, &logprobs);
+    history.AddOutput(token);
     const bool stop_id = (!p.ignore_eos && token == eos) ||
                          std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
-    GeneratedToken out{token, ""};
+    GeneratedToken out{token, "", logprobs.chosen};
     if (decoder) {
       std::string piece;
       // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.

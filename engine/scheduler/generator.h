@@ -33,6 +33,7 @@ const char* GenerationEndName(GenerationEnd r);
 struct GeneratedToken {
   int32_t token;
   std::string text;
+  float logprob = 0;  // of the chosen token, after logit processors, before temperature
 };
 
 class Generator {

@@ -121,6 +121,31 @@ TEST_F(GeneratorTest, CancellationAndSeededSampling) {
             GenerationEnd::kCancelled);
 }
 
+TEST_F(GeneratorTest, PenaltiesDiscourageRepeatsAndLogprobsAreReported) {
+  GenerationParams p = Params({5, 6, 7}, 40, 0);
+  GenerationEnd reason;
+  auto plain = Generate(p, &reason);
+  p.sampling.frequency_penalty = 2.0f;
+  p.sampling.presence_penalty = 2.0f;
+  auto penalised = Generate(p, &reason);
+  auto distinct = [](const std::vector<GeneratedToken>& v) {
+    std::vector<int32_t> ids;
+    for (const auto& t : v) ids.push_back(t.token);
+    std::sort(ids.begin(), ids.end());
+    return std::unique(ids.begin(), ids.end()) - ids.begin();
+  };
+  EXPECT_GT(distinct(penalised), distinct(plain));
+  for (const auto& t : plain) {
+    EXPECT_LE(t.logprob, 0.0f);
+    EXPECT_GT(t.logprob, -20.0f);  // greedy picks the most likely token
+  }
+  p.sampling.frequency_penalty = 3.0f;
+  Generator g(*model_, tok_.get());
+  EXPECT_NE(g.Run(1, p, [](const GeneratedToken&) { return true; }).status().message().find(
+                "frequency_penalty"),
+            std::string::npos);
+}
+
 TEST_F(GeneratorTest, ValidationNamesTheField) {
   Generator g(*model_, tok_.get());
   auto ok = [](const GeneratedToken&) { return true; };

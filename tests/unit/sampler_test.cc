@@ -67,3 +67,45 @@ TEST(SamplerTest, TopKTopPAndMinPRestrictTheCandidates) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+TEST(LogitProcessorsTest, PenaltiesAndBias) {
+  TokenHistory h;
+  h.AddPrompt(0);
+  h.AddOutput(1);
+  h.AddOutput(1);
+  h.AddOutput(2);
+  SamplingConfig cfg;
+  cfg.repetition_penalty = 2.0f;
+  cfg.frequency_penalty = 0.5f;
+  cfg.presence_penalty = 1.0f;
+  cfg.logit_bias = {{3, -100.0f}, {99, 5.0f}};  // an id past the vocabulary is ignored
+  float l[4] = {4.0f, -2.0f, 1.0f, 3.0f};
+  ApplyLogitProcessors(l, 4, cfg, h);
+  EXPECT_FLOAT_EQ(l[0], 2.0f);                     // prompt only: repetition divides
+  EXPECT_FLOAT_EQ(l[1], -4.0f - 2 * 0.5f - 1.0f);  // negative: multiplied, then 2x freq + presence
+  EXPECT_FLOAT_EQ(l[2], 0.5f - 0.5f - 1.0f);
+  EXPECT_FLOAT_EQ(l[3], -97.0f);
+  std::vector<int32_t> scratch;
+  SamplingConfig greedy{.temperature = 0};
+  EXPECT_NE(SampleToken(l, 4, greedy, 1, 0, scratch), 3);
+}
+
+TEST(LogitProcessorsTest, LogprobsAreNormalisedAndRanked) {
+  const float l[5] = {1.0f, 3.0f, 3.0f, -1.0f, 0.0f};
+  TokenLogprobs lp;
+  ComputeLogprobs(l, 5, 4, 3, &lp);
+  double total = 0;
+  for (float x : l) total += std::exp(x);
+  EXPECT_NEAR(lp.chosen, 0.0 - std::log(total), 1e-5);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);  // tie at 3.0: lower id first
+  EXPECT_EQ(lp.top[1].first, 2);
+  EXPECT_EQ(lp.top[2].first, 0);
+  EXPECT_NEAR(std::exp(lp.top[0].second) + std::exp(lp.top[1].second), 2 * std::exp(3.0) / total, 1e-5);
+}
+
+}  // namespace
+}  // namespace deepinfer
