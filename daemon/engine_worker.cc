@@ -55,7 +55,7 @@ void EngineWorker::Loop() {
     stats_.running.fetch_add(1);
     stats_.prompt_tokens.fetch_add(job.params.prompt.size());
     Result<GenerationEnd> r = generator.Run(
-        job.id, job.params,
+        job.stream, job.params,
         [&](const GeneratedToken& t) {
           stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
           stats_.steps.fetch_add(1, std::memory_order_relaxed);

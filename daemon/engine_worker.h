@@ -21,7 +21,8 @@ namespace deepinfer {
 
 /// One request as the engine sees it. The IO side keeps a shared_ptr to cancel it.
 struct EngineJob {
-  uint64_t id = 0;  // unique across the daemon (the sampling stream)
+  uint64_t id = 0;      // unique across the daemon
+  uint64_t stream = 0;  // sampling stream: with a client seed, draws depend on it alone
   GenerationParams params;
   std::atomic<bool> cancel{false};
   /// Called on the engine thread for every token; returning false ends the request (a client

@@ -182,7 +182,10 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   p.sampling.top_p = static_cast<float>(req.top_p);
   p.sampling.top_k = req.top_k;
   p.sampling.min_p = static_cast<float>(req.min_p);
+  // A client seed makes the request reproducible across runs and batches; without one each
+  // request gets its own stream.
   p.sampling.seed = req.seed.value_or(job->id);
+  job->stream = req.seed.has_value() ? 0 : job->id;
   p.stop_ids = req.stop_ids;
   p.stop_strings = req.stop;
   if (server_.config_.max_prompt_tokens > 0 && p.prompt.size() > server_.config_.max_prompt_tokens) {

@@ -283,6 +283,23 @@ TEST_F(DaemonTest, CancelThroughTheSubmissionRing) {
   EXPECT_EQ(done.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kCancelled));
 }
 
+TEST_F(DaemonTest, SeededSamplingIsReproducible) {
+  Daemon d(dir_ / "model", socket_);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto run = [&](uint64_t id, uint64_t seed) {
+    auto r = Request(id, {1, 2, 3}, 12);
+    r.temperature = 1.0;
+    r.seed = seed;
+    EXPECT_TRUE((*c)->Generate(r).ok());
+    return Drain(**c).first;
+  };
+  const auto a = run(1, 42);
+  run(2, 7);  // other traffic in between does not matter
+  EXPECT_EQ(run(3, 42), a);
+  EXPECT_NE(run(4, 43), a);
+}
+
 // Under systemd socket activation the daemon adopts the listening socket it is given.
 TEST_F(DaemonTest, SocketActivation) {
   const std::string sock = dir_ / "activated.sock";
