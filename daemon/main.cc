@@ -146,7 +146,11 @@ int Run(int argc, char** argv) {
   spdlog::info("deepinferd ready: model {} (vocab {}), socket {}", info.name, info.vocab_size,
                fd ? std::string("(activated)") : cfg.socket_path);
   io.run();
+  // Jobs still queued end (cancelled) on the engine thread; their bookkeeping is posted to the
+  // io_context, which runs once more so every session is released before exit.
   engine.Stop();
+  io.restart();
+  io.poll();
   spdlog::info("deepinferd stopped");
   return 0;
 }
