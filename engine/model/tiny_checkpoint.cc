@@ -151,8 +151,13 @@ class Builder {
       half_ = Kind::kHalf;
       dense_ = Kind::kFp8;
       expert_ = Kind::kFp4;
+    } else if (s_.quantize == "fp8") {  // like V4-Flash-Base: FP8 experts, float32 block scales
+      half_ = Kind::kHalf;
+      dense_ = expert_ = Kind::kFp8;
+      f32_scales_ = true;
     } else {
-      return InvalidArgument("--quantize must be none, bf16 or fp8-fp4, got '" + s_.quantize + "'");
+      return InvalidArgument("--quantize must be none, bf16, fp8-fp4 or fp8, got '" + s_.quantize +
+                             "'");
     }
     const int64_t d = s_.hidden, n = 4;
     Put("embed.weight", {s_.vocab, d}, Random(int64_t{s_.vocab} * d, std::sqrt(3.0f)), half_);
@@ -186,7 +191,7 @@ class Builder {
  private:
   void PutFp8(const std::string& name, int64_t out, int64_t in, const std::vector<float>& v) {
     const int64_t so = (out + 127) / 128, si = (in + 127) / 128;
-    std::vector<uint8_t> q(out * in), scale(so * si);
+    std::vector<uint8_t> q(out * in), scale(so * si), fscale(so * si * 4);
     for (int64_t bo = 0; bo < so; ++bo) {
       for (int64_t bi = 0; bi < si; ++bi) {
         float amax = 0;
@@ -194,14 +199,19 @@ class Builder {
           for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
             amax = std::max(amax, std::fabs(v[o * in + i]));
         const int e = Pow2ScaleExponent(amax, 448.0f, 1e-30f);
-        scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
+        // float32 scales need not be powers of two: amax maps exactly onto 448.
+        const float f = amax > 0 ? amax / 448.0f : 1.0f;
+        if (f32_scales_) std::memcpy(&fscale[(bo * si + bi) * 4], &f, 4);
+        else scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
         for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
           for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
-            q[o * in + i] = F32ToE4M3(std::ldexp(v[o * in + i], -e));
+            q[o * in + i] = F32ToE4M3(f32_scales_ ? v[o * in + i] / f : std::ldexp(v[o * in + i], -e));
       }
     }
     w_.Add(name, DType::kF8E4M3, {out, in}, std::move(q));
-    w_.Add(name.substr(0, name.size() - 7) + ".scale", DType::kF8E8M0, {so, si}, std::move(scale));
+    const std::string scale_name = name.substr(0, name.size() - 7) + ".scale";
+    if (f32_scales_) w_.Add(scale_name, DType::kF32, {so, si}, std::move(fscale));
+    else w_.Add(scale_name, DType::kF8E8M0, {so, si}, std::move(scale));
   }
 
   void PutFp4(const std::string& name, int64_t out, int64_t in, const std::vector<float>& v) {
@@ -276,6 +286,12 @@ class Builder {
     kv("bos_token_id", "0");
     kv("eos_token_id", "1");
     kv("torch_dtype", "\"bfloat16\"");
+    if (s_.quantize == "fp8") {
+      kv("expert_dtype", "\"fp8\"");
+      kv("quantization_config",
+         "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+         "\"weight_block_size\": [128, 128]}");
+    }
     if (s_.quantize == "fp8-fp4") {
       kv("expert_dtype", "\"fp4\"");
       kv("quantization_config",
@@ -293,6 +309,7 @@ class Builder {
   Rng rng_;
   SafetensorsWriter w_;
   Kind half_ = Kind::kF32, dense_ = Kind::kF32, expert_ = Kind::kF32;
+  bool f32_scales_ = false;
 };
 
 }  // namespace

@@ -169,6 +169,56 @@ TEST_F(CheckpointTest, ShardedCheckpointMatchesSingleFile) {
   EXPECT_EQ(l1, l2);
 }
 
+// V4-Flash-Base's layout: FP8 experts with float32 block scales. Its logits must equal those of
+// the same weights written dequantised as F32.
+TEST(CheckpointFormats, Fp8ExpertsWithFloatScalesMatchTheirDequantisedWeights) {
+  TempDir fp8, f32;
+  TinySpec spec;
+  spec.quantize = "fp8";
+  ASSERT_TRUE(MakeTinyCheckpoint(spec, fp8.path()).ok());
+  auto ck = LoadCheckpoint(fp8.path());
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  const LinearWeight& w2 = (*ck)->weights.layers[3].ffn.experts[1].w2;
+  EXPECT_EQ(w2.format, WeightFormat::kFp8Block);
+  EXPECT_EQ(w2.scale_dtype, DType::kF32);
+  EXPECT_EQ((*ck)->config.expert_dtype, "fp8");
+  // The F32 twin: every FP8 tensor replaced by its dequantised values, scales dropped.
+  std::filesystem::copy_file(fp8 / "config.json", f32 / "config.json");
+  std::filesystem::copy_file(fp8 / "model.safetensors", f32 / "model.safetensors");
+  RewriteCheckpoint(f32.path(), [&](std::string& n, DType& dt, std::vector<int64_t>& shape,
+                                    std::vector<uint8_t>& bytes) {
+    if (n.size() > 6 && n.compare(n.size() - 6, 6, ".scale") == 0) return false;
+    if (dt != DType::kF8E4M3) return true;
+    const std::string base = n.substr(0, n.size() - 7);
+    const TensorView* scale = (*ck)->store->Find(base + ".scale");
+    LinearWeight lw;
+    lw.format = WeightFormat::kFp8Block;
+    lw.out = shape[0];
+    lw.in = shape[1];
+    lw.data = bytes.data();
+    lw.scale = scale->data;
+    lw.scale_dtype = DType::kF32;
+    lw.block_out = lw.block_in = 128;
+    std::vector<uint8_t> out(shape[0] * shape[1] * 4);
+    for (int64_t r = 0; r < shape[0]; ++r) {
+      DequantizeRow(lw, r, reinterpret_cast<float*>(out.data()) + r * shape[1]);
+    }
+    bytes = std::move(out);
+    dt = DType::kF32;
+    return true;
+  });
+  auto plain = LoadCheckpoint(f32.path());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  auto be = MakeCpuBackend(1);
+  Model a(**ck, *be, Numerics::kExact), b(**plain, *be, Numerics::kExact);
+  std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  std::vector<float> la(10 * 512), lb(10 * 512);
+  auto sa = a.NewSequence(), sb = b.NewSequence();
+  ASSERT_TRUE(a.Forward(sa, tokens, la.data(), nullptr).ok());
+  ASSERT_TRUE(b.Forward(sb, tokens, lb.data(), nullptr).ok());
+  EXPECT_EQ(la, lb);
+}
+
 TEST_F(CheckpointTest, MissingConfigIsNotFound) {
   std::filesystem::remove(dir_ / "config.json");
   Status st = LoadStatus();

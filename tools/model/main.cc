@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: deepinfer-model COMMAND [options]
 
 commands:
-  make-tiny --out DIR [--seed N] [--quantize none|bf16|fp8-fp4] [--vocab N] [--hidden N]
+  make-tiny --out DIR [--seed N] [--quantize none|bf16|fp8-fp4|fp8] [--vocab N] [--hidden N]
             [--ratios 0,0,4,128,4,128] [--hash-layers N] [--no-mtp] [--heads N] [--head-dim N]
             [--rope-dim N] [--q-lora N] [--o-groups N] [--o-lora N] [--window N]
             [--index-heads N] [--index-head-dim N] [--index-topk N] [--experts N] [--top-k N]
