@@ -97,7 +97,9 @@ class Loader {
   std::vector<float> Tensor(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* t = Find(name);
     if (t == nullptr) return Missing(name), std::vector<float>{};
-    if (t->shape != shape) {
+    // A one-element parameter may be stored as a scalar (shape []).
+    const bool scalar_ok = shape == std::vector<int64_t>{1} && t->shape.empty();
+    if (t->shape != shape && !scalar_ok) {
       Error("tensor '" + name + "' in " + *t->file + " has shape " + t->ShapeString() +
             ", expected " + ShapeStr(shape));
       return {};
