@@ -82,7 +82,7 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
 void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
                              const RopeTable& rope, const float* x, const float* q_residual,
                              const int64_t* pos, int64_t T,
-                             std::vector<std::vector<int32_t>>& selected) {
+                             std::span<std::vector<int32_t>> selected) {
   const int heads = cfg_.index_n_heads, dim = cfg_.index_head_dim;
   const int m = a.index_compressor.ratio;
   std::vector<float> q(T * heads * dim), w(T * heads);
@@ -108,10 +108,11 @@ void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
   }
 }
 
-void Model::Attention(const LayerWeights& L, LayerCache& cache, const RopeTable& rope,
+void Model::Attention(const LayerWeights& L, std::span<const Segment> segs, const RopeTable& rope,
                       const float* x, const int64_t* pos, int64_t T, float* out) {
   const AttentionWeights& a = L.attn;
-  const int H = cfg_.num_heads, D = cfg_.head_dim, r = cfg_.rope_dim, W = cache.window;
+  const int H = cfg_.num_heads, D = cfg_.head_dim, r = cfg_.rope_dim;
+  const int64_t d = cfg_.hidden_size;
   const int64_t qr = cfg_.q_lora_rank;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   std::vector<float> q_lat(T * qr), q_res(T * qr), q(T * H * D), kv_lat(T * D), kv(T * D);
@@ -127,30 +128,37 @@ void Model::Attention(const LayerWeights& L, LayerCache& cache, const RopeTable&
     for (int64_t t = 0; t < T; ++t) QdqKvRow(&kv[t * D], D, r);
   }
 
-  if (a.has_compressor) Compress(a.compressor, cache.comp, x, pos, T, rope, false, cache.rows);
+  // Per sequence: its compressors and indexer, then the candidate rows of each of its queries —
+  // its window (from this step or its ring), then its compressed rows.
   std::vector<std::vector<int32_t>> selected(T);
-  if (a.has_indexer) {
-    Compress(a.index_compressor, cache.index_comp, x, pos, T, rope, true, cache.index_keys);
-    SelectCompressed(a, cache, rope, x, q_res.data(), pos, T, selected);
-  }
-
-  // Candidate rows per query: its window (from this chunk or the ring), then compressed rows.
-  const int64_t p0 = pos[0];
-  const int m = L.ratio;
   std::vector<std::vector<const float*>> rows(T);
   std::vector<AttentionQuery> queries(T);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t P = pos[t];
-    for (int64_t s = std::max<int64_t>(0, P - W + 1); s <= P; ++s) {
-      rows[t].push_back(s >= p0 ? &kv[(s - p0) * D] : &cache.ring[(s % W) * D]);
+  const int m = L.ratio;
+  for (const Segment& sg : segs) {
+    LayerCache& cache = *sg.cache;
+    const int W = cache.window;
+    const float* xs = x + sg.begin * d;
+    const int64_t* ps = pos + sg.begin;
+    if (a.has_compressor) Compress(a.compressor, cache.comp, xs, ps, sg.count, rope, false, cache.rows);
+    if (a.has_indexer) {
+      Compress(a.index_compressor, cache.index_comp, xs, ps, sg.count, rope, true, cache.index_keys);
+      SelectCompressed(a, cache, rope, xs, &q_res[sg.begin * qr], ps, sg.count,
+                       std::span<std::vector<int32_t>>(&selected[sg.begin], sg.count));
     }
-    if (L.type == AttnType::kHca) {
-      const int64_t visible = std::min<int64_t>((P + 1) / m, cache.n_rows());
-      for (int64_t j = 0; j < visible; ++j) rows[t].push_back(&cache.rows[j * D]);
-    } else if (L.type == AttnType::kCsa) {
-      for (int32_t j : selected[t]) rows[t].push_back(&cache.rows[static_cast<int64_t>(j) * D]);
+    const int64_t p0 = ps[0];
+    for (int64_t t = sg.begin; t < sg.begin + sg.count; ++t) {
+      const int64_t P = pos[t];
+      for (int64_t s = std::max<int64_t>(0, P - W + 1); s <= P; ++s) {
+        rows[t].push_back(s >= p0 ? &kv[(sg.begin + s - p0) * D] : &cache.ring[(s % W) * D]);
+      }
+      if (L.type == AttnType::kHca) {
+        const int64_t visible = std::min<int64_t>((P + 1) / m, cache.n_rows());
+        for (int64_t j = 0; j < visible; ++j) rows[t].push_back(&cache.rows[j * D]);
+      } else if (L.type == AttnType::kCsa) {
+        for (int32_t j : selected[t]) rows[t].push_back(&cache.rows[static_cast<int64_t>(j) * D]);
+      }
+      queries[t] = {rows[t].data(), static_cast<int>(rows[t].size())};
     }
-    queries[t] = {rows[t].data(), static_cast<int>(rows[t].size())};
   }
   std::vector<float> o(T * H * D);
   be_.SparseAttention(q.data(), queries.data(), T, H, D, a.attn_sink.data(),
@@ -158,8 +166,11 @@ void Model::Attention(const LayerWeights& L, LayerCache& cache, const RopeTable&
   // K = V carries RoPE on its tail; rotating the output back makes it relative to the query.
   be_.Rope(o.data(), T, H, D, rope, pos, true);
 
-  for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
-    std::memcpy(&cache.ring[(pos[t] % W) * D], &kv[t * D], D * sizeof(float));
+  for (const Segment& sg : segs) {
+    const int W = sg.cache->window;
+    for (int64_t t = std::max<int64_t>(sg.begin, sg.begin + sg.count - W); t < sg.begin + sg.count; ++t) {
+      std::memcpy(&sg.cache->ring[(pos[t] % W) * D], &kv[t * D], D * sizeof(float));
+    }
   }
 
   // Grouped low-rank output: group g of heads goes through rows [g*rank, (g+1)*rank) of wo_a.

@@ -37,34 +37,61 @@ SequenceState Model::NewSequence() const {
 
 Status Model::Forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits,
                       float* streams) {
-  const int64_t T = static_cast<int64_t>(tokens.size());
+  BatchItem item{&seq, tokens, logits, streams};
+  return ForwardBatch(std::span<BatchItem>(&item, 1));
+}
+
+Status Model::ForwardBatch(std::span<BatchItem> items) {
+  int64_t T = 0;
+  for (const BatchItem& it : items) {
+    if (it.seq == nullptr || static_cast<int>(it.seq->layers.size()) != cfg_.num_layers) {
+      return InvalidArgument("sequence state was not made by this model");
+    }
+    for (size_t t = 0; t < it.tokens.size(); ++t) {
+      if (it.tokens[t] < 0 || it.tokens[t] >= cfg_.vocab_size) {
+        return InvalidArgument("token id " + std::to_string(it.tokens[t]) + " at index " +
+                               std::to_string(t) + " is outside the vocabulary [0, " +
+                               std::to_string(cfg_.vocab_size) + ")");
+      }
+    }
+    for (const BatchItem& other : items) {
+      if (&other != &it && other.seq == it.seq) return InvalidArgument("a sequence appears twice in a batch");
+    }
+    T += static_cast<int64_t>(it.tokens.size());
+  }
   if (T == 0) return Status::Ok();
-  for (int64_t t = 0; t < T; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(tokens[t]) + " at index " +
-                             std::to_string(t) + " is outside the vocabulary [0, " +
-                             std::to_string(cfg_.vocab_size) + ")");
+  const int n = cfg_.hc_mult;
+  const int64_t d = cfg_.hidden_size, S = n * d, V = cfg_.vocab_size;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> pos;
+  std::vector<int64_t> begin;
+  for (const BatchItem& it : items) {
+    begin.push_back(static_cast<int64_t>(tokens.size()));
+    for (size_t t = 0; t < it.tokens.size(); ++t) {
+      tokens.push_back(it.tokens[t]);
+      pos.push_back(it.seq->length + static_cast<int64_t>(t));
     }
   }
-  if (static_cast<int>(seq.layers.size()) != cfg_.num_layers) {
-    return InvalidArgument("sequence state was not made by this model");
-  }
-  const int n = cfg_.hc_mult;
-  const int64_t d = cfg_.hidden_size;
-  std::vector<int64_t> pos(T);
-  for (int64_t t = 0; t < T; ++t) pos[t] = seq.length + t;
-  std::vector<float> e(T * d), X(T * n * d);
+  std::vector<float> e(T * d), X(T * S);
   be_.Embed(w_.embed, tokens.data(), T, e.data());
   for (int64_t t = 0; t < T; ++t) {
     for (int k = 0; k < n; ++k) std::memcpy(&X[(t * n + k) * d], &e[t * d], d * sizeof(float));
   }
+  std::vector<Segment> segs(items.size());
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    DecoderLayer(w_.layers[l], seq.layers[l], layer_rope_[l], X.data(), tokens.data(), pos.data(),
-                 T);
+    for (size_t i = 0; i < items.size(); ++i) {
+      segs[i] = {&items[i].seq->layers[l], begin[i], static_cast<int64_t>(items[i].tokens.size())};
+    }
+    DecoderLayer(w_.layers[l], segs, layer_rope_[l], X.data(), tokens.data(), pos.data(), T);
   }
-  if (streams != nullptr) std::memcpy(streams, X.data(), X.size() * sizeof(float));
-  Head(w_.hc_head, w_.norm, X.data(), T, logits);
-  seq.length += T;
+  std::vector<float> logits(T * V);
+  Head(w_.hc_head, w_.norm, X.data(), T, logits.data());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t c = static_cast<int64_t>(items[i].tokens.size());
+    if (items[i].logits) std::memcpy(items[i].logits, &logits[begin[i] * V], c * V * sizeof(float));
+    if (items[i].streams) std::memcpy(items[i].streams, &X[begin[i] * S], c * S * sizeof(float));
+    items[i].seq->length += c;
+  }
   return Status::Ok();
 }
 
@@ -99,14 +126,17 @@ Status Model::MtpForward(SequenceState& seq, const float* streams,
       for (int64_t c = 0; c < d; ++c) Y[(t * n + k) * d + c] = hp[t * d + c] + ep[t * d + c];
     }
   }
-  DecoderLayer(m.layer, seq.mtp, main_rope_, Y.data(), next_tokens.data(), pos.data(), T);
+  const Segment seg{&seq.mtp, 0, T};
+  DecoderLayer(m.layer, std::span<const Segment>(&seg, 1), main_rope_, Y.data(), next_tokens.data(),
+               pos.data(), T);
   Head(m.hc_head, m.norm, Y.data(), T, logits);
   seq.mtp_length += T;
   return Status::Ok();
 }
 
-void Model::DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, float* X,
-                         const int32_t* tokens, const int64_t* pos, int64_t T) {
+void Model::DecoderLayer(const LayerWeights& L, std::span<const Segment> segs,
+                         const RopeTable& rope, float* X, const int32_t* tokens, const int64_t* pos,
+                         int64_t T) {
   const int n = cfg_.hc_mult;
   const int64_t d = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -116,7 +146,7 @@ void Model::DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTab
   be_.HyperPre(L.hc_attn, X, T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(), comb.data(),
                h.data());
   be_.RmsNorm(h.data(), L.attn_norm.data(), T, d, eps, x.data());
-  Attention(L, cache, rope, x.data(), pos, T, y.data());
+  Attention(L, segs, rope, x.data(), pos, T, y.data());
   be_.HyperPost(X, y.data(), post.data(), comb.data(), T, n, d, X2.data());
 
   be_.HyperPre(L.hc_ffn, X2.data(), T, n, d, eps, hc_eps, cfg_.hc_sinkhorn_iters, post.data(),

@@ -20,6 +20,15 @@ namespace deepinfer {
 enum class Numerics { kExact, kReference };
 Result<Numerics> ParseNumerics(const std::string& s);
 
+/// One sequence's part of a batched forward: its tokens (appended at its current length) and
+/// where its logits [n, vocab] and, optionally, final streams [n, hc_mult, hidden] go.
+struct BatchItem {
+  SequenceState* seq = nullptr;
+  std::span<const int32_t> tokens;
+  float* logits = nullptr;
+  float* streams = nullptr;
+};
+
 class Model {
  public:
   Model(const Checkpoint& checkpoint, Backend& backend, Numerics numerics);
@@ -35,6 +44,12 @@ class Model {
   Status Forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits,
                  float* streams);
 
+  /// Several sequences in one step (prefill chunks and decode tokens mixed): the dense work runs
+  /// on all rows at once, attention and caches per sequence. Each row's arithmetic is the same as
+  /// alone, so logits do not depend on the batch (batch invariance). Nothing changes when any
+  /// item is invalid.
+  Status ForwardBatch(std::span<BatchItem> items);
+
   /// MTP draft logits: row i combines the main model's final streams of MTP position
   /// seq.mtp_length + i with the embedding of `next_tokens[i]` (the token after that position)
   /// and predicts the token after next_tokens[i].
@@ -42,15 +57,20 @@ class Model {
                     float* logits);
 
  private:
-  void DecoderLayer(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, float* X,
-                    const int32_t* tokens, const int64_t* pos, int64_t T);
-  void Attention(const LayerWeights& L, LayerCache& cache, const RopeTable& rope, const float* x,
-                 const int64_t* pos, int64_t T, float* out);
+  // Rows [begin, begin + count) of a batched step belong to the sequence owning `cache`.
+  struct Segment {
+    LayerCache* cache;
+    int64_t begin, count;
+  };
+  void DecoderLayer(const LayerWeights& L, std::span<const Segment> segs, const RopeTable& rope,
+                    float* X, const int32_t* tokens, const int64_t* pos, int64_t T);
+  void Attention(const LayerWeights& L, std::span<const Segment> segs, const RopeTable& rope,
+                 const float* x, const int64_t* pos, int64_t T, float* out);
   void Compress(const CompressorWeights& w, CompressorState& st, const float* x, const int64_t* pos,
                 int64_t T, const RopeTable& rope, bool indexer, std::vector<float>& rows);
   void SelectCompressed(const AttentionWeights& a, const LayerCache& cache, const RopeTable& rope,
                         const float* x, const float* q_residual, const int64_t* pos, int64_t T,
-                        std::vector<std::vector<int32_t>>& selected);
+                        std::span<std::vector<int32_t>> selected);
   void Moe(const LayerWeights& L, const float* u, const int32_t* tokens, int64_t T, float* out);
   void Ffn(const FfnWeights& f, const float* x, int64_t rows, float* out);
   void Head(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* X, int64_t T,

@@ -218,3 +218,69 @@ TEST(NumericsTest, ParsesModes) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// Batch invariance: sequences of different lengths, prefill chunks and single decode tokens mixed
+// in one step give exactly the logits each gets alone.
+TEST(ModelBatchTest, BatchedStepsEqualSequencesAlone) {
+  testing::TempDir dir;
+  TinySpec spec;
+  spec.quantize = "fp8-fp4";
+  ASSERT_TRUE(MakeTinyCheckpoint(spec, dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(ck.ok());
+  auto be = MakeCpuBackend(2);
+  Model m(**ck, *be, Numerics::kExact);
+  const int V = 512, kSeqs = 5;
+  std::vector<std::vector<int32_t>> toks(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    for (int i = 0; i < 140 + 37 * s; ++i) toks[s].push_back((i * 131 + s * 17 + 5) % V);
+  }
+  // Alone: one prefill per sequence.
+  std::vector<std::vector<float>> alone(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    alone[s].resize(toks[s].size() * V);
+    auto seq = m.NewSequence();
+    ASSERT_TRUE(m.Forward(seq, toks[s], alone[s].data(), nullptr).ok());
+  }
+  // Batched: every step advances each unfinished sequence by a chunk of 1..60 tokens.
+  std::vector<SequenceState> seqs;
+  for (int s = 0; s < kSeqs; ++s) seqs.push_back(m.NewSequence());
+  std::vector<std::vector<float>> batched(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) batched[s].resize(toks[s].size() * V);
+  std::vector<size_t> done(kSeqs, 0);
+  for (int step = 0;; ++step) {
+    std::vector<BatchItem> items;
+    for (int s = 0; s < kSeqs; ++s) {
+      if (done[s] == toks[s].size()) continue;
+      const size_t chunk = std::min<size_t>(toks[s].size() - done[s], (step * 7 + s * 13) % 60 + 1);
+      items.push_back({&seqs[s], std::span<const int32_t>(&toks[s][done[s]], chunk),
+                       &batched[s][done[s] * V], nullptr});
+      done[s] += chunk;
+    }
+    if (items.empty()) break;
+    ASSERT_TRUE(m.ForwardBatch(items).ok());
+  }
+  for (int s = 0; s < kSeqs; ++s) EXPECT_EQ(batched[s], alone[s]) << "sequence " << s;
+}
+
+TEST(ModelBatchTest, AnInvalidItemChangesNothing) {
+  testing::TempDir dir;
+  ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  auto be = MakeCpuBackend(1);
+  Model m(**ck, *be, Numerics::kExact);
+  auto a = m.NewSequence(), b = m.NewSequence();
+  std::vector<int32_t> good = {1, 2, 3}, bad = {4, 9999};
+  std::vector<float> la(3 * 512), lb(2 * 512);
+  std::vector<BatchItem> items = {{&a, good, la.data(), nullptr}, {&b, bad, lb.data(), nullptr}};
+  EXPECT_EQ(m.ForwardBatch(items).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a.length, 0);
+  std::vector<BatchItem> twice = {{&a, good, la.data(), nullptr}, {&a, good, la.data(), nullptr}};
+  EXPECT_EQ(m.ForwardBatch(twice).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace deepinfer
