@@ -84,11 +84,26 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
     }
     DecoderLayer(w_.layers[l], segs, layer_rope_[l], X.data(), tokens.data(), pos.data(), T);
   }
-  std::vector<float> logits(T * V);
-  Head(w_.hc_head, w_.norm, X.data(), T, logits.data());
+  // The head runs only on rows whose logits someone wants.
+  std::vector<int64_t> rows;
   for (size_t i = 0; i < items.size(); ++i) {
     const int64_t c = static_cast<int64_t>(items[i].tokens.size());
-    if (items[i].logits) std::memcpy(items[i].logits, &logits[begin[i] * V], c * V * sizeof(float));
+    if (items[i].logits == nullptr || c == 0) continue;
+    for (int64_t r = items[i].last_logits_only ? c - 1 : 0; r < c; ++r) rows.push_back(begin[i] + r);
+  }
+  std::vector<float> head_in(rows.size() * S), logits(rows.size() * V);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    std::memcpy(&head_in[k * S], &X[rows[k] * S], S * sizeof(float));
+  }
+  if (!rows.empty()) Head(w_.hc_head, w_.norm, head_in.data(), static_cast<int64_t>(rows.size()), logits.data());
+  size_t next_row = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t c = static_cast<int64_t>(items[i].tokens.size());
+    if (items[i].logits != nullptr && c > 0) {
+      const int64_t n_rows = items[i].last_logits_only ? 1 : c;
+      std::memcpy(items[i].logits, &logits[next_row * V], n_rows * V * sizeof(float));
+      next_row += n_rows;
+    }
     if (items[i].streams) std::memcpy(items[i].streams, &X[begin[i] * S], c * S * sizeof(float));
     items[i].seq->length += c;
   }

@@ -25,8 +25,9 @@ Result<Numerics> ParseNumerics(const std::string& s);
 struct BatchItem {
   SequenceState* seq = nullptr;
   std::span<const int32_t> tokens;
-  float* logits = nullptr;
+  float* logits = nullptr;  // [n, vocab], or [1, vocab] with last_logits_only
   float* streams = nullptr;
+  bool last_logits_only = false;  // a prefill chunk needs only its last row's logits
 };
 
 class Model {

@@ -47,72 +47,92 @@ Status Generator::Validate(const GenerationParams& p) const {
   return Status::Ok();
 }
 
-Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams& p,
-                                    const std::function<bool(const GeneratedToken&)>& emit,
-                                    const std::atomic<bool>* cancel) {
-  DI_RETURN_IF_ERROR(Validate(p));
+RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t stream,
+                           GenerationParams params)
+    : model_(model), tok_(tokenizer), stream_(stream), params_(std::move(params)),
+      seq_(model.NewSequence()) {
+  for (int32_t t : params_.prompt) history_.AddPrompt(t);
+  for (const auto& s : params_.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
+  if (tok_ != nullptr) decoder_.emplace(*tok_);
+}
+
+std::span<const int32_t> RequestState::NextInput(int64_t budget) {
+  if (prefilling()) {
+    fed_ = std::min<size_t>(params_.prompt.size() - prefilled_, std::max<int64_t>(budget, 1));
+    return std::span<const int32_t>(&params_.prompt[prefilled_], fed_);
+  }
+  fed_ = 1;
+  return std::span<const int32_t>(&last_token_, 1);
+}
+
+Result<std::optional<GenerationEnd>> RequestState::OnStep(
+    float* last, const std::function<bool(const GeneratedToken&)>& emit) {
+  const GenerationParams& p = params_;
+  if (prefilling()) {
+    prefilled_ += fed_;
+    if (prefilling()) return std::optional<GenerationEnd>();
+  }
   const int32_t vocab = model_.config().vocab_size;
   const int32_t eos = model_.config().eos_token_id;
-  SequenceState seq = model_.NewSequence();
-  std::vector<float> logits(p.prompt.size() * static_cast<size_t>(vocab));
-  DI_RETURN_IF_ERROR(model_.Forward(seq, p.prompt, logits.data(), nullptr));
-  float* last = &logits[(p.prompt.size() - 1) * static_cast<size_t>(vocab)];
-  TokenHistory history;
-  for (int32_t t : p.prompt) history.AddPrompt(t);
-  TokenLogprobs logprobs;
-
-  size_t longest_stop = 0;
-  for (const auto& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
-  std::optional<StreamDecoder> decoder;
-  if (tok_ != nullptr) decoder.emplace(*tok_);
-  std::string held;  // decoded text not yet emitted: it may begin a stop string
-  std::vector<int32_t> scratch;
-  for (int step = 0; step < p.max_tokens; ++step) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return GenerationEnd::kCancelled;
-    ApplyLogitProcessors(last, vocab, p.sampling, history);
-    const int32_t token = SampleToken(last, vocab, p.sampling, request_id,
-                                      static_cast<uint64_t>(p.prompt.size() + step), scratch);
-    ComputeLogprobs(last, vocab, token, 0, &logprobs);
-    history.AddOutput(token);
-    const bool stop_id = (!p.ignore_eos && token == eos) ||
-                         std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
-    GeneratedToken out{token, "", logprobs.chosen};
-    if (decoder) {
-      std::string piece;
-      // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.
-      if (token < tok_->vocab_size()) DI_RETURN_IF_ERROR(decoder->Push(token, &piece));
-      if (stop_id || step + 1 == p.max_tokens) decoder->Finish(&piece);
-      held += piece;
-      // A stop string ends the text right before it; a suffix that could still grow into one
-      // is held back.
-      size_t cut = std::string::npos;
-      for (const auto& s : p.stop_strings) cut = std::min(cut, held.find(s));
-      if (cut != std::string::npos) {
-        out.text = held.substr(0, cut);
-        if (!emit(out)) return GenerationEnd::kCancelled;
-        return GenerationEnd::kStop;
-      }
-      size_t keep = 0;
-      for (size_t k = std::min(longest_stop - (longest_stop > 0), held.size()); k > 0; --k) {
-        bool prefix = false;
-        for (const auto& s : p.stop_strings) prefix = prefix || s.compare(0, k, held, held.size() - k, k) == 0;
-        if (prefix) {
-          keep = k;
-          break;
-        }
-      }
-      const bool final_token = stop_id || step + 1 == p.max_tokens;
-      if (final_token) keep = 0;
-      out.text = held.substr(0, held.size() - keep);
-      held.erase(0, held.size() - keep);
+  ApplyLogitProcessors(last, vocab, p.sampling, history_);
+  const int32_t token = SampleToken(last, vocab, p.sampling, stream_,
+                                    static_cast<uint64_t>(p.prompt.size() + step_), scratch_);
+  ComputeLogprobs(last, vocab, token, 0, &logprobs_);
+  history_.AddOutput(token);
+  last_token_ = token;
+  const bool stop_id = (!p.ignore_eos && token == eos) ||
+                       std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
+  const bool final_token = stop_id || step_ + 1 == p.max_tokens;
+  GeneratedToken out{token, "", logprobs_.chosen};
+  if (decoder_) {
+    std::string piece;
+    // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.
+    if (token < tok_->vocab_size()) DI_RETURN_IF_ERROR(decoder_->Push(token, &piece));
+    if (final_token) decoder_->Finish(&piece);
+    held_ += piece;
+    // A stop string ends the text right before it; a suffix that could still grow into one is
+    // held back.
+    size_t cut = std::string::npos;
+    for (const auto& s : p.stop_strings) cut = std::min(cut, held_.find(s));
+    if (cut != std::string::npos) {
+      out.text = held_.substr(0, cut);
+      if (!emit(out)) return std::optional<GenerationEnd>(GenerationEnd::kCancelled);
+      return std::optional<GenerationEnd>(GenerationEnd::kStop);
     }
-    if (!emit(out)) return GenerationEnd::kCancelled;
-    if (stop_id) return GenerationEnd::kStop;
-    if (step + 1 == p.max_tokens) break;
-    DI_RETURN_IF_ERROR(model_.Forward(seq, std::span<const int32_t>(&token, 1), logits.data(), nullptr));
-    last = logits.data();
+    size_t keep = 0;
+    for (size_t k = std::min(longest_stop_ - (longest_stop_ > 0), held_.size()); k > 0 && !final_token; --k) {
+      bool prefix = false;
+      for (const auto& s : p.stop_strings) {
+        prefix = prefix || s.compare(0, k, held_, held_.size() - k, k) == 0;
+      }
+      if (prefix) {
+        keep = k;
+        break;
+      }
+    }
+    out.text = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
   }
-  return GenerationEnd::kLength;
+  ++step_;
+  if (!emit(out)) return std::optional<GenerationEnd>(GenerationEnd::kCancelled);
+  if (stop_id) return std::optional<GenerationEnd>(GenerationEnd::kStop);
+  if (step_ == p.max_tokens) return std::optional<GenerationEnd>(GenerationEnd::kLength);
+  return std::optional<GenerationEnd>();
+}
+
+Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams& p,
+                                     const std::function<bool(const GeneratedToken&)>& emit,
+                                     const std::atomic<bool>* cancel) {
+  DI_RETURN_IF_ERROR(Validate(p));
+  RequestState state(model_, tok_, request_id, p);
+  std::vector<float> logits(model_.config().vocab_size);
+  for (;;) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return GenerationEnd::kCancelled;
+    BatchItem item{&state.seq(), state.NextInput(INT64_MAX), logits.data(), nullptr, true};
+    DI_RETURN_IF_ERROR(model_.ForwardBatch(std::span<BatchItem>(&item, 1)));
+    DI_ASSIGN_OR_RETURN(std::optional<GenerationEnd> end, state.OnStep(logits.data(), emit));
+    if (end) return *end;
+  }
 }
 
 }  // namespace deepinfer

@@ -36,6 +36,40 @@ struct GeneratedToken {
   float logprob = 0;  // of the chosen token, after logit processors, before temperature
 };
 
+/// One request's decoding state, advanced one model step at a time by whoever forms the batches:
+/// feed NextInput(), run the model, hand the last row's logits to OnStep.
+class RequestState {
+ public:
+  RequestState(Model& model, const Tokenizer* tokenizer, uint64_t stream, GenerationParams params);
+
+  SequenceState& seq() { return seq_; }
+  bool prefilling() const { return prefilled_ < params_.prompt.size(); }
+  /// The tokens for the next step: up to `budget` prompt tokens (at least one), or the token
+  /// sampled last.
+  std::span<const int32_t> NextInput(int64_t budget);
+  /// After the step: `last_logits` [vocab] of the last row fed (modified in place). While the
+  /// prompt is not finished nothing is sampled. Returns the end of the request, or nullopt to go on.
+  Result<std::optional<GenerationEnd>> OnStep(float* last_logits,
+                                              const std::function<bool(const GeneratedToken&)>& emit);
+
+ private:
+  Model& model_;
+  const Tokenizer* tok_;
+  uint64_t stream_;
+  GenerationParams params_;
+  SequenceState seq_;
+  size_t prefilled_ = 0;
+  size_t fed_ = 0;  // tokens handed out by the last NextInput
+  int step_ = 0;
+  int32_t last_token_ = -1;
+  TokenHistory history_;
+  TokenLogprobs logprobs_;
+  std::optional<StreamDecoder> decoder_;
+  std::string held_;
+  size_t longest_stop_ = 0;
+  std::vector<int32_t> scratch_;
+};
+
 class Generator {
  public:
   /// `tokenizer` may be null: then there is no text and stop strings are rejected.
