@@ -2,8 +2,8 @@
 
 namespace deepinfer {
 
-EngineWorker::EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)
-    : model_(model), tok_(tokenizer), inbox_(queue_capacity) {}
+EngineWorker::EngineWorker(Model& model, const Tokenizer* tokenizer, Options options)
+    : model_(model), tok_(tokenizer), options_(options), inbox_(options.queue_capacity) {}
 
 EngineWorker::~EngineWorker() { Stop(); }
 
@@ -36,37 +36,95 @@ bool EngineWorker::Submit(std::shared_ptr<EngineJob> job) {
 }
 
 void EngineWorker::Loop() {
-  Generator generator(model_, tok_);
+  Generator validator(model_, tok_);
+  struct Running {
+    std::shared_ptr<EngineJob> job;
+    std::unique_ptr<RequestState> state;
+  };
+  std::vector<Running> running;
+  const int32_t vocab = model_.config().vocab_size;
+  std::vector<float> logits;
+  std::vector<BatchItem> items;
+  std::vector<size_t> item_of;  // running index -> item index (or SIZE_MAX)
+  auto finish = [&](size_t i, const Result<GenerationEnd>& r) {
+    stats_.jobs_done.fetch_add(1);
+    running[i].job->on_done(r);
+    running[i] = std::move(running.back());
+    running.pop_back();
+  };
   for (;;) {
+    // Admit waiting requests while there is room in the batch.
     std::shared_ptr<EngineJob>* raw = nullptr;
-    if (!inbox_.pop(raw)) {
+    while (running.size() < options_.max_running && inbox_.pop(raw)) {
+      std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
+      std::shared_ptr<EngineJob> job = std::move(*holder);
+      stats_.queue_depth.fetch_sub(1);
+      if (stopping_) {
+        job->on_done(GenerationEnd::kCancelled);
+        continue;
+      }
+      if (Status st = validator.Validate(job->params); !st.ok()) {
+        job->on_done(st);
+        continue;
+      }
+      stats_.prompt_tokens.fetch_add(job->params.prompt.size());
+      auto state = std::make_unique<RequestState>(model_, tok_, job->stream, job->params);
+      running.push_back({std::move(job), std::move(state)});
+    }
+    stats_.running.store(static_cast<int64_t>(running.size()));
+    for (size_t i = 0; i < running.size();) {
+      if (stopping_ || running[i].job->cancel.load(std::memory_order_relaxed)) {
+        finish(i, GenerationEnd::kCancelled);
+      } else {
+        ++i;
+      }
+    }
+    if (running.empty()) {
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_.load() || !inbox_.empty(); });
       continue;
     }
-    std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
-    EngineJob& job = **holder;
-    stats_.queue_depth.fetch_sub(1);
-    if (stopping_) {
-      job.on_done(GenerationEnd::kCancelled);
-      continue;
+    // One step: every decoding request gets its token, prefills share what is left of the budget.
+    items.clear();
+    item_of.assign(running.size(), SIZE_MAX);
+    int64_t budget = options_.step_token_budget;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < running.size(); ++i) {
+        RequestState& st = *running[i].state;
+        if (st.prefilling() != (pass == 1)) continue;
+        if (pass == 1 && budget <= 0 && !items.empty()) break;
+        std::span<const int32_t> in = st.NextInput(budget);
+        budget -= static_cast<int64_t>(in.size());
+        item_of[i] = items.size();
+        items.push_back({&st.seq(), in, nullptr, nullptr, true});
+      }
     }
-    stats_.running.fetch_add(1);
-    stats_.prompt_tokens.fetch_add(job.params.prompt.size());
-    Result<GenerationEnd> r = generator.Run(
-        job.stream, job.params,
-        [&](const GeneratedToken& t) {
-          stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
-          stats_.steps.fetch_add(1, std::memory_order_relaxed);
-          return !stopping_.load(std::memory_order_relaxed) && job.on_token(t);
-        },
-        &job.cancel);
-    stats_.running.fetch_sub(1);
-    stats_.jobs_done.fetch_add(1);
-    job.on_done(r);
+    logits.resize(items.size() * static_cast<size_t>(vocab));
+    for (size_t k = 0; k < items.size(); ++k) items[k].logits = &logits[k * vocab];
+    Status st = model_.ForwardBatch(items);
+    stats_.steps.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = running.size(); i-- > 0;) {
+      if (item_of[i] == SIZE_MAX) continue;
+      if (!st.ok()) {
+        finish(i, st);
+        continue;
+      }
+      EngineJob& job = *running[i].job;
+      auto end = running[i].state->OnStep(&logits[item_of[i] * vocab], [&](const GeneratedToken& t) {
+        stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
+        return job.on_token(t);
+      });
+      if (!end.ok()) {
+        finish(i, end.status());
+      } else if (end->has_value()) {
+        finish(i, **end);
+      }
+    }
   }
-  // Jobs left in the queue at shutdown end as cancelled.
+  stats_.running.store(0);
+  // Requests still running or queued at shutdown end as cancelled.
+  while (!running.empty()) finish(running.size() - 1, GenerationEnd::kCancelled);
   std::shared_ptr<EngineJob>* raw = nullptr;
   while (inbox_.pop(raw)) {
     std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);

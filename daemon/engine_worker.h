@@ -1,7 +1,8 @@
-// The engine thread: owns the model and runs generation jobs one at a time (the batching
-// scheduler replaces this loop). IO threads hand jobs over through a bounded lock-free queue and
-// never wait on the engine; the engine publishes tokens through each job's sink and never waits
-// on IO.
+// The engine thread: owns the model and runs generation jobs with continuous batching — every
+// step advances all running requests together (decode tokens first, then prefill chunks within
+// a token budget), admitting new requests as others finish. IO threads hand jobs over through a
+// bounded lock-free queue and never wait on the engine; the engine publishes tokens through each
+// job's sink and never waits on IO.
 #pragma once
 
 #include <boost/lockfree/queue.hpp>
@@ -43,7 +44,14 @@ struct EngineStats {
 
 class EngineWorker {
  public:
-  EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity);
+  struct Options {
+    size_t queue_capacity = 1024;
+    size_t max_running = 64;        // requests in one batch
+    int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
+  };
+  EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
+  EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)
+      : EngineWorker(model, tokenizer, Options{queue_capacity}) {}
   ~EngineWorker();
 
   void Start();
@@ -58,6 +66,7 @@ class EngineWorker {
 
   Model& model_;
   const Tokenizer* tok_;
+  Options options_;
   // Holds heap-allocated shared_ptrs (the queue needs trivially copyable elements).
   boost::lockfree::queue<std::shared_ptr<EngineJob>*> inbox_;
   std::atomic<bool> stopping_{false};

@@ -234,6 +234,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
       std::memcpy(e.text, code.data(), e.text_len);
     }
     self->Publish(e, true);
+    self->live_requests_.fetch_sub(1);
     self->too_slow_ = false;
     asio::post(io, [self, client_id] {
       self->jobs_.erase(client_id);
@@ -241,7 +242,11 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
       self->server_.requests_by_uid_[self->peer_.uid]--;
     });
   };
-  if (!server_.engine_.Submit(job)) return reject(ipc::kErrOverloaded, "the engine queue is full");
+  live_requests_.fetch_add(1);
+  if (!server_.engine_.Submit(job)) {
+    live_requests_.fetch_sub(1);
+    return reject(ipc::kErrOverloaded, "the engine queue is full");
+  }
   jobs_.emplace(req.id, job);
   server_.counters_.in_flight.fetch_add(1);
   user_requests++;
@@ -251,8 +256,11 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
 bool Session::Publish(const ipc::TokenEvent& event, bool final_event) {
   if (!region_) return false;
   auto& ring = region_->events();
-  // One slot always stays free for the final event of the running request.
-  auto room = [&] { return ring.Size() + 1 < ring.capacity(); };
+  // Every unfinished request of this client keeps one slot free for its final event.
+  auto room = [&] {
+    return ring.Size() + static_cast<uint64_t>(std::max<int64_t>(live_requests_.load(), 1)) <
+           ring.capacity();
+  };
   while (!backlog_.empty() && room() && ring.TryPush(backlog_.front())) backlog_.pop_front();
   bool ok = true;
   if (final_event) {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "client/client.h"
@@ -298,6 +300,34 @@ TEST_F(DaemonTest, SeededSamplingIsReproducible) {
   run(2, 7);  // other traffic in between does not matter
   EXPECT_EQ(run(3, 42), a);
   EXPECT_NE(run(4, 43), a);
+}
+
+// Several requests of one client run in the same batches; each gets its own tokens, and a
+// request's greedy output does not depend on what runs beside it.
+TEST_F(DaemonTest, ConcurrentRequestsOfOneClientAreBatched) {
+  Daemon d(dir_ / "model", socket_);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::set<uint64_t> open;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    ASSERT_TRUE((*c)->Generate(Request(id, {static_cast<int32_t>(id), 5, 9}, 10 + id)).ok());
+    open.insert(id);
+  }
+  while (!open.empty()) {
+    auto ev = (*c)->NextEvent(30s);
+    ASSERT_TRUE(ev.ok() && ev->has_value());
+    const auto& e = **ev;
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens[e.request_id].push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) open.erase(e.request_id);
+  }
+  for (uint64_t id = 1; id <= 6; ++id) {
+    ASSERT_EQ(tokens[id].size(), 10 + id) << "request " << id;
+    EXPECT_EQ(tokens[id][0], ReferenceNext({static_cast<int32_t>(id), 5, 9}));
+  }
+  // Alone, request 3 produces the same greedy sequence.
+  ASSERT_TRUE((*c)->Generate(Request(30, {3, 5, 9}, 13)).ok());
+  EXPECT_EQ(Drain(**c).first, tokens[3]);
 }
 
 // Under systemd socket activation the daemon adopts the listening socket it is given.
