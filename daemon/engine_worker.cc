@@ -104,6 +104,9 @@ void EngineWorker::Loop() {
     for (size_t k = 0; k < items.size(); ++k) items[k].logits = &logits[k * vocab];
     Status st = model_.ForwardBatch(items);
     stats_.steps.fetch_add(1, std::memory_order_relaxed);
+    uint64_t bytes = 0;
+    for (const Running& r : running) bytes += r.state->seq().bytes();
+    stats_.cache_bytes.store(bytes, std::memory_order_relaxed);
     for (size_t i = running.size(); i-- > 0;) {
       if (item_of[i] == SIZE_MAX) continue;
       if (!st.ok()) {
@@ -123,6 +126,7 @@ void EngineWorker::Loop() {
     }
   }
   stats_.running.store(0);
+  stats_.cache_bytes.store(0);
   // Requests still running or queued at shutdown end as cancelled.
   while (!running.empty()) finish(running.size() - 1, GenerationEnd::kCancelled);
   std::shared_ptr<EngineJob>* raw = nullptr;

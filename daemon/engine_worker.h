@@ -40,6 +40,7 @@ struct EngineStats {
   std::atomic<int64_t> queue_depth{0};
   std::atomic<int64_t> running{0};
   std::atomic<uint64_t> steps{0};  // engine progress, fed to the systemd watchdog
+  std::atomic<uint64_t> cache_bytes{0};  // per-sequence state of the running requests
 };
 
 class EngineWorker {

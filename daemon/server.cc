@@ -109,6 +109,8 @@ std::string Server::StatusJson() const {
   j += ", \"requests_done\": " + std::to_string(e.jobs_done.load());
   j += ", \"prompt_tokens\": " + std::to_string(e.prompt_tokens.load());
   j += ", \"tokens_served\": " + std::to_string(e.tokens_generated.load());
+  j += ", \"engine_steps\": " + std::to_string(e.steps.load());
+  j += ", \"cache_bytes\": " + std::to_string(e.cache_bytes.load());
   j += ", \"bad_frames\": " + std::to_string(counters_.bad_frames.load());
   j += "}";
   return j;

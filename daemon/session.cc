@@ -197,7 +197,9 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   }
   const uint64_t client_id = req.id;
   auto self = shared_from_this();
-  job->on_token = [self, client_id](const GeneratedToken& t) {
+  // Set on the engine thread when this request's events overflow the client's backlog.
+  auto too_slow = std::make_shared<bool>(false);
+  job->on_token = [self, client_id, too_slow](const GeneratedToken& t) {
     ipc::TokenEvent e{};
     e.request_id = client_id;
     e.token = t.token;
@@ -208,7 +210,10 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
       const size_t n = std::min(t.text.size() - off, sizeof(e.text));
       std::memcpy(e.text, t.text.data() + off, n);
       e.text_len = static_cast<uint32_t>(n);
-      if (!self->Publish(e, false)) return false;
+      if (!self->Publish(e, false)) {
+        *too_slow = true;
+        return false;
+      }
       off += n;
       e = ipc::TokenEvent{};
       e.request_id = client_id;
@@ -216,7 +221,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     } while (off < t.text.size());
     return true;
   };
-  job->on_done = [self, client_id, &io = server_.io_](const Result<GenerationEnd>& r) {
+  job->on_done = [self, client_id, too_slow, &io = server_.io_](const Result<GenerationEnd>& r) {
     ipc::TokenEvent e{};
     e.request_id = client_id;
     if (r.ok()) {
@@ -224,7 +229,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
       e.finish_reason = static_cast<uint16_t>(
           *r == GenerationEnd::kLength ? ipc::FinishReason::kLength
           : *r == GenerationEnd::kStop ? ipc::FinishReason::kStop
-          : self->too_slow_ ? ipc::FinishReason::kClientTooSlow
+          : *too_slow ? ipc::FinishReason::kClientTooSlow
                                       : ipc::FinishReason::kCancelled);
     } else {
       e.kind = static_cast<uint16_t>(ipc::EventKind::kError);
@@ -235,7 +240,6 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     }
     self->Publish(e, true);
     self->live_requests_.fetch_sub(1);
-    self->too_slow_ = false;
     asio::post(io, [self, client_id] {
       self->jobs_.erase(client_id);
       self->server_.counters_.in_flight.fetch_sub(1);
@@ -273,8 +277,7 @@ bool Session::Publish(const ipc::TokenEvent& event, bool final_event) {
   } else if (backlog_.size() < server_.config_.max_backlog_events) {
     backlog_.push_back(event);
   } else {
-    too_slow_ = true;  // the client does not read: the request ends as client_too_slow
-    ok = false;
+    ok = false;  // the client does not read: the request ends as client_too_slow
   }
   (void)to_client_->Signal();
   return ok && !ring.corrupted();

@@ -52,7 +52,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   // Engine thread only: events that did not fit into the ring yet.
   std::deque<ipc::TokenEvent> backlog_;
-  bool too_slow_ = false;  // the running request overflowed its backlog
   // Requests of this client the engine has not finished: each keeps one ring slot reserved for
   // its final event (incremented on the IO thread before submission, decremented by the engine).
   std::atomic<int64_t> live_requests_{0};
