@@ -1,5 +1,7 @@
 #include "daemon/engine_worker.h"
 
+#include <deque>
+
 namespace deepinfer {
 
 EngineWorker::EngineWorker(Model& model, const Tokenizer* tokenizer, Options options)
@@ -40,8 +42,17 @@ void EngineWorker::Loop() {
   struct Running {
     std::shared_ptr<EngineJob> job;
     std::unique_ptr<RequestState> state;
+    uint64_t admitted;  // admission order: the newest is preempted first
   };
   std::vector<Running> running;
+  std::deque<Running> preempted;  // back in line before new requests
+  uint64_t admissions = 0;
+  const uint64_t budget_bytes = options_.cache_memory_bytes;
+  auto cache_bytes = [&] {
+    uint64_t b = 0;
+    for (const Running& r : running) b += r.state->seq().bytes();
+    return b;
+  };
   const int32_t vocab = model_.config().vocab_size;
   std::vector<float> logits;
   std::vector<BatchItem> items;
@@ -53,9 +64,17 @@ void EngineWorker::Loop() {
     running.pop_back();
   };
   for (;;) {
-    // Admit waiting requests while there is room in the batch.
+    // Admit waiting requests while there is room in the batch and in the cache budget.
+    auto has_room = [&] {
+      return running.size() < options_.max_running &&
+             (budget_bytes == 0 || running.empty() || cache_bytes() < budget_bytes);
+    };
+    while (!preempted.empty() && has_room()) {
+      running.push_back(std::move(preempted.front()));
+      preempted.pop_front();
+    }
     std::shared_ptr<EngineJob>* raw = nullptr;
-    while (running.size() < options_.max_running && inbox_.pop(raw)) {
+    while (preempted.empty() && has_room() && inbox_.pop(raw)) {
       std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
       std::shared_ptr<EngineJob> job = std::move(*holder);
       stats_.queue_depth.fetch_sub(1);
@@ -69,7 +88,7 @@ void EngineWorker::Loop() {
       }
       stats_.prompt_tokens.fetch_add(job->params.prompt.size());
       auto state = std::make_unique<RequestState>(model_, tok_, job->stream, job->params);
-      running.push_back({std::move(job), std::move(state)});
+      running.push_back({std::move(job), std::move(state), admissions++});
     }
     stats_.running.store(static_cast<int64_t>(running.size()));
     for (size_t i = 0; i < running.size();) {
@@ -79,7 +98,30 @@ void EngineWorker::Loop() {
         ++i;
       }
     }
-    if (running.empty()) {
+    for (size_t i = 0; i < preempted.size();) {
+      if (stopping_ || preempted[i].job->cancel.load(std::memory_order_relaxed)) {
+        stats_.jobs_done.fetch_add(1);
+        preempted[i].job->on_done(GenerationEnd::kCancelled);
+        preempted.erase(preempted.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    // Over the cache budget: the newest requests step aside (their state is freed and later
+    // recomputed), never the last one.
+    while (budget_bytes > 0 && running.size() > 1 && cache_bytes() > budget_bytes) {
+      size_t newest = 0;
+      for (size_t i = 1; i < running.size(); ++i) {
+        if (running[i].admitted > running[newest].admitted) newest = i;
+      }
+      running[newest].state->Preempt();
+      preempted.push_front(std::move(running[newest]));
+      running[newest] = std::move(running.back());
+      running.pop_back();
+      stats_.preemptions.fetch_add(1);
+    }
+    if (running.empty() && preempted.empty()) {
+      stats_.cache_bytes.store(0);
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_.load() || !inbox_.empty(); });
@@ -129,6 +171,8 @@ void EngineWorker::Loop() {
   stats_.cache_bytes.store(0);
   // Requests still running or queued at shutdown end as cancelled.
   while (!running.empty()) finish(running.size() - 1, GenerationEnd::kCancelled);
+  for (Running& r : preempted) r.job->on_done(GenerationEnd::kCancelled);
+  preempted.clear();
   std::shared_ptr<EngineJob>* raw = nullptr;
   while (inbox_.pop(raw)) {
     std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);

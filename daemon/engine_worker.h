@@ -41,6 +41,7 @@ struct EngineStats {
   std::atomic<int64_t> running{0};
   std::atomic<uint64_t> steps{0};  // engine progress, fed to the systemd watchdog
   std::atomic<uint64_t> cache_bytes{0};  // per-sequence state of the running requests
+  std::atomic<uint64_t> preemptions{0};
 };
 
 class EngineWorker {
@@ -49,6 +50,7 @@ class EngineWorker {
     size_t queue_capacity = 1024;
     size_t max_running = 64;        // requests in one batch
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
+    uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
   };
   EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
   EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)

@@ -56,7 +56,11 @@ int Run(int argc, char** argv) {
     spdlog::info("model rows {}..{} lie past the tokenizer's ids (padding); they decode to no text",
                  tokenizer->vocab_size(), model.config().vocab_size - 1);
   }
-  EngineWorker engine(model, tokenizer.get(), 1024);
+  EngineWorker::Options engine_options;
+  engine_options.max_running = cfg.batch_requests;
+  engine_options.step_token_budget = cfg.step_token_budget;
+  engine_options.cache_memory_bytes = cfg.cache_memory_bytes;
+  EngineWorker engine(model, tokenizer.get(), engine_options);
   engine.Start();
   if (cfg.warmup) {
     // One real request through the engine before READY: a broken model never reports ready.

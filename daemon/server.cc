@@ -111,6 +111,8 @@ std::string Server::StatusJson() const {
   j += ", \"tokens_served\": " + std::to_string(e.tokens_generated.load());
   j += ", \"engine_steps\": " + std::to_string(e.steps.load());
   j += ", \"cache_bytes\": " + std::to_string(e.cache_bytes.load());
+  j += ", \"cache_memory_bytes\": " + std::to_string(config_.cache_memory_bytes);
+  j += ", \"preemptions\": " + std::to_string(e.preemptions.load());
   j += ", \"bad_frames\": " + std::to_string(counters_.bad_frames.load());
   j += "}";
   return j;

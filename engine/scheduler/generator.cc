@@ -50,28 +50,23 @@ Status Generator::Validate(const GenerationParams& p) const {
 RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t stream,
                            GenerationParams params)
     : model_(model), tok_(tokenizer), stream_(stream), params_(std::move(params)),
-      seq_(model.NewSequence()) {
+      seq_(model.NewSequence()), context_(params_.prompt) {
   for (int32_t t : params_.prompt) history_.AddPrompt(t);
   for (const auto& s : params_.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
   if (tok_ != nullptr) decoder_.emplace(*tok_);
 }
 
 std::span<const int32_t> RequestState::NextInput(int64_t budget) {
-  if (prefilling()) {
-    fed_ = std::min<size_t>(params_.prompt.size() - prefilled_, std::max<int64_t>(budget, 1));
-    return std::span<const int32_t>(&params_.prompt[prefilled_], fed_);
-  }
-  fed_ = 1;
-  return std::span<const int32_t>(&last_token_, 1);
+  const size_t done = static_cast<size_t>(seq_.length);
+  const size_t n = std::min<size_t>(context_.size() - done, std::max<int64_t>(budget, 1));
+  return std::span<const int32_t>(&context_[done], n);
 }
 
 Result<std::optional<GenerationEnd>> RequestState::OnStep(
     float* last, const std::function<bool(const GeneratedToken&)>& emit) {
   const GenerationParams& p = params_;
-  if (prefilling()) {
-    prefilled_ += fed_;
-    if (prefilling()) return std::optional<GenerationEnd>();
-  }
+  // Still catching up with the prompt (or a replay): nothing to sample yet.
+  if (static_cast<size_t>(seq_.length) < context_.size()) return std::optional<GenerationEnd>();
   const int32_t vocab = model_.config().vocab_size;
   const int32_t eos = model_.config().eos_token_id;
   ApplyLogitProcessors(last, vocab, p.sampling, history_);
@@ -79,7 +74,7 @@ Result<std::optional<GenerationEnd>> RequestState::OnStep(
                                     static_cast<uint64_t>(p.prompt.size() + step_), scratch_);
   ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
-  last_token_ = token;
+  context_.push_back(token);
   const bool stop_id = (!p.ignore_eos && token == eos) ||
                        std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
   const bool final_token = stop_id || step_ + 1 == p.max_tokens;

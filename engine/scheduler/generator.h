@@ -43,10 +43,14 @@ class RequestState {
   RequestState(Model& model, const Tokenizer* tokenizer, uint64_t stream, GenerationParams params);
 
   SequenceState& seq() { return seq_; }
-  bool prefilling() const { return prefilled_ < params_.prompt.size(); }
-  /// The tokens for the next step: up to `budget` prompt tokens (at least one), or the token
-  /// sampled last.
+  /// More than one token to feed: the prompt, or a replay after preemption.
+  bool prefilling() const { return context_.size() - static_cast<size_t>(seq_.length) > 1; }
+  /// The tokens for the next step: up to `budget` (at least one) of those the model has not
+  /// seen — prompt chunks, then the token sampled last.
   std::span<const int32_t> NextInput(int64_t budget);
+  /// Frees the cache state; the request continues later by recomputing its prompt and output
+  /// (exactly, since the forward does not depend on how a sequence is split).
+  void Preempt() { seq_ = model_.NewSequence(); }
   /// After the step: `last_logits` [vocab] of the last row fed (modified in place). While the
   /// prompt is not finished nothing is sampled. Returns the end of the request, or nullopt to go on.
   Result<std::optional<GenerationEnd>> OnStep(float* last_logits,
@@ -58,10 +62,8 @@ class RequestState {
   uint64_t stream_;
   GenerationParams params_;
   SequenceState seq_;
-  size_t prefilled_ = 0;
-  size_t fed_ = 0;  // tokens handed out by the last NextInput
+  std::vector<int32_t> context_;  // prompt, then every sampled token
   int step_ = 0;
-  int32_t last_token_ = -1;
   TokenHistory history_;
   TokenLogprobs logprobs_;
   std::optional<StreamDecoder> decoder_;

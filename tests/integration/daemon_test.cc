@@ -330,6 +330,37 @@ TEST_F(DaemonTest, ConcurrentRequestsOfOneClientAreBatched) {
   EXPECT_EQ(Drain(**c).first, tokens[3]);
 }
 
+// A cache budget for about two sequences and six concurrent requests: the newest step aside and
+// are recomputed later, every request completes, and the output is exactly what it is alone.
+TEST_F(DaemonTest, PreemptionUnderATinyCacheKeepsOutputsExact) {
+  Daemon d(dir_ / "model", socket_, {"--cache-memory-bytes", "900K"});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::set<uint64_t> open;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    ASSERT_TRUE((*c)->Generate(Request(id, {static_cast<int32_t>(id), 7, 8, 9}, 30)).ok());
+    open.insert(id);
+  }
+  while (!open.empty()) {
+    auto ev = (*c)->NextEvent(60s);
+    ASSERT_TRUE(ev.ok() && ev->has_value());
+    const auto& e = **ev;
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens[e.request_id].push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) {
+      EXPECT_EQ(e.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kLength));
+      open.erase(e.request_id);
+    }
+  }
+  auto status = (*c)->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->find("\"preemptions\":0"), std::string::npos) << *status;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    ASSERT_TRUE((*c)->Generate(Request(100 + id, {static_cast<int32_t>(id), 7, 8, 9}, 30)).ok());
+    EXPECT_EQ(Drain(**c).first, tokens[id]) << "request " << id;
+  }
+}
+
 // Under systemd socket activation the daemon adopts the listening socket it is given.
 TEST_F(DaemonTest, SocketActivation) {
   const std::string sock = dir_ / "activated.sock";

@@ -140,7 +140,13 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "--log-level",
                   "debug",
                   "--warmup",
-                  "no"});
+                  "no",
+                  "--cache-memory-bytes",
+                  "64M",
+                  "--batch-requests",
+                  "8",
+                  "--step-token-budget",
+                  "100"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -160,6 +166,9 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_FALSE(c->watchdog);
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_FALSE(c->warmup);
+  EXPECT_EQ(c->cache_memory_bytes, 64ull << 20);
+  EXPECT_EQ(c->batch_requests, 8u);
+  EXPECT_EQ(c->step_token_budget, 100u);
   // Every option differs from its default, so the test covers the whole table.
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
 }
@@ -353,6 +362,9 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "max_backlog_events",
                                           "drain_timeout_seconds",
                                           "event_ring_slots",
+                                          "cache_memory_bytes",
+                                          "batch_requests",
+                                          "step_token_budget",
                                           "watchdog",
                                           "log_level"};
   std::set<std::string> keys;
