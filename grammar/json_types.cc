@@ -1,0 +1,338 @@
+// Per-type keywords of the JSON Schema front end: enum/const, strings, numbers, objects, arrays.
+#include <simdjson.h>
+
+#include <cmath>
+#include <set>
+
+#include "grammar/json_schema_internal.h"
+#include "grammar/regex.h"
+
+namespace deepinfer::grammar::internal {
+
+namespace {
+
+enum TypeBit : unsigned {
+  kNull = 1,
+  kBool = 2,
+  kObject = 4,
+  kArray = 8,
+  kString = 16,
+  kNumber = 32,
+  kInteger = 64,
+  kAll = 127,
+};
+
+Status TypeMask(element t, const std::string& path, unsigned* mask) {
+  auto one = [&](std::string_view s) -> unsigned {
+    if (s == "null") return kNull;
+    if (s == "boolean") return kBool;
+    if (s == "object") return kObject;
+    if (s == "array") return kArray;
+    if (s == "string") return kString;
+    if (s == "number") return kNumber | kInteger;
+    if (s == "integer") return kInteger;
+    return 0;
+  };
+  std::string_view s;
+  array arr;
+  *mask = 0;
+  if (t.get_string().get(s) == simdjson::SUCCESS) {
+    *mask = one(s);
+    if (*mask == 0) return InvalidArgument("json_schema: unknown type '" + std::string(s) + "'");
+  } else if (t.get_array().get(arr) == simdjson::SUCCESS) {
+    for (element x : arr) {
+      if (x.get_string().get(s) != simdjson::SUCCESS || one(s) == 0) {
+        return InvalidArgument("json_schema: bad entry in type array at " + path);
+      }
+      *mask |= one(s);
+    }
+  } else {
+    return InvalidArgument("json_schema: type must be a string or an array at " + path);
+  }
+  return Status::Ok();
+}
+
+bool ValueFits(element v, unsigned mask) {
+  double d;
+  switch (v.type()) {
+    case simdjson::dom::element_type::NULL_VALUE:
+      return mask & kNull;
+    case simdjson::dom::element_type::BOOL:
+      return mask & kBool;
+    case simdjson::dom::element_type::OBJECT:
+      return mask & kObject;
+    case simdjson::dom::element_type::ARRAY:
+      return mask & kArray;
+    case simdjson::dom::element_type::STRING:
+      return mask & kString;
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+      return mask & (kNumber | kInteger);
+    default:
+      if (v.get_double().get(d) != simdjson::SUCCESS) return false;
+      return (mask & kNumber) || ((mask & kInteger) && std::floor(d) == d);
+  }
+}
+
+// `type` is exactly "integer" (then multipleOf 1 holds already).
+bool IsIntegerOnly(const Keywords& kw) {
+  auto t = kw.single.find("type");
+  std::string_view s;
+  return t != kw.single.end() && t->second.get_string().get(s) == simdjson::SUCCESS &&
+         s == "integer";
+}
+
+}  // namespace
+
+bool SchemaCompiler::GetNumber(const Keywords& kw, const char* key, double* v) {
+  auto it = kw.single.find(key);
+  return it != kw.single.end() && it->second.get_double().get(*v) == simdjson::SUCCESS;
+}
+
+bool SchemaCompiler::GetInt(const Keywords& kw, const char* key, int64_t* v) {
+  double d;
+  if (!GetNumber(kw, key, &d) || d < 0) return false;
+  *v = d > 1e9 ? int64_t{1000000000} : static_cast<int64_t>(std::ceil(d));
+  return true;
+}
+
+Status SchemaCompiler::Literal(element v, Sequence* out) {
+  auto lit = [&](const std::string& s) {
+    for (const Symbol& x : Grammar::Literal(s)) out->push_back(x);
+  };
+  std::string_view s;
+  array arr;
+  object obj;
+  if (v.get_string().get(s) == simdjson::SUCCESS) {
+    lit(JsonPieces::EncodeString(s));
+  } else if (v.get_array().get(arr) == simdjson::SUCCESS) {
+    lit("[");
+    j_.Ws(out);
+    bool first = true;
+    for (element x : arr) {
+      if (!first) j_.Punct(out, ",");
+      first = false;
+      DI_RETURN_IF_ERROR(Literal(x, out));
+    }
+    j_.Ws(out);
+    lit("]");
+  } else if (v.get_object().get(obj) == simdjson::SUCCESS) {
+    lit("{");
+    j_.Ws(out);
+    bool first = true;
+    for (auto field : obj) {
+      if (!first) j_.Punct(out, ",");
+      first = false;
+      lit(JsonPieces::EncodeString(field.key));
+      j_.Punct(out, ":");
+      DI_RETURN_IF_ERROR(Literal(field.value, out));
+    }
+    j_.Ws(out);
+    lit("}");
+  } else {
+    lit(Minify(v));
+  }
+  return Status::Ok();
+}
+
+Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& path, int depth,
+                                       Symbol* out) {
+  static const std::set<std::string_view> kKnown = {"type",
+                                                    "enum",
+                                                    "const",
+                                                    "minLength",
+                                                    "maxLength",
+                                                    "pattern",
+                                                    "format",
+                                                    "minimum",
+                                                    "maximum",
+                                                    "exclusiveMinimum",
+                                                    "exclusiveMaximum",
+                                                    "additionalProperties",
+                                                    "items",
+                                                    "prefixItems",
+                                                    "additionalItems",
+                                                    "minItems",
+                                                    "maxItems"};
+  // Validation keywords without an implementation; anything else unknown is an annotation.
+  static const std::set<std::string_view> kUnsupported = {"not",
+                                                          "if",
+                                                          "then",
+                                                          "else",
+                                                          "patternProperties",
+                                                          "propertyNames",
+                                                          "dependentRequired",
+                                                          "dependentSchemas",
+                                                          "dependencies",
+                                                          "unevaluatedProperties",
+                                                          "unevaluatedItems",
+                                                          "contains",
+                                                          "minContains",
+                                                          "maxContains",
+                                                          "uniqueItems",
+                                                          "multipleOf",
+                                                          "$dynamicRef",
+                                                          "$recursiveRef"};
+  for (const auto& [k, v] : kw.single) {
+    if (kKnown.count(k) || !kUnsupported.count(k)) continue;
+    bool b = true;
+    double d = 0;
+    if (k == "multipleOf" && v.get_double().get(d) == simdjson::SUCCESS && d == 1 &&
+        IsIntegerOnly(kw)) {
+      continue;
+    }
+    int64_t n = -1;
+    if (k == "uniqueItems" && v.get_bool().get(b) == simdjson::SUCCESS && !b) continue;
+    if (k == "minContains" && GetInt(kw, k.c_str(), &n) && n == 0) {
+      continue;
+    }
+    Unenforced(path, k);
+  }
+  unsigned mask = kAll;
+  auto t = kw.single.find("type");
+  if (t != kw.single.end()) DI_RETURN_IF_ERROR(TypeMask(t->second, path, &mask));
+  for (element extra : kw.extra_types) {
+    unsigned m2;
+    DI_RETURN_IF_ERROR(TypeMask(extra, path, &m2));
+    mask &= m2;
+  }
+  std::vector<Sequence> alts;
+  auto c = kw.single.find("const");
+  auto e = kw.single.find("enum");
+  if (c != kw.single.end() || e != kw.single.end()) {
+    std::vector<element> values;
+    array arr;
+    if (e != kw.single.end()) {
+      if (e->second.get_array().get(arr) != simdjson::SUCCESS) {
+        return InvalidArgument("json_schema: enum must be an array at " + path);
+      }
+      for (element v : arr) {
+        if (c == kw.single.end() || Minify(v) == Minify(c->second)) values.push_back(v);
+      }
+    } else {
+      values.push_back(c->second);
+    }
+    for (element v : values) {
+      if (!ValueFits(v, mask)) continue;
+      Sequence seq;
+      DI_RETURN_IF_ERROR(Literal(v, &seq));
+      alts.push_back(std::move(seq));
+    }
+    *out = alts.empty() ? g_.Nothing() : g_.Choice(std::move(alts), "enum");
+    return Status::Ok();
+  }
+  Symbol s;
+  if (mask & kNull) alts.push_back(Grammar::Literal("null"));
+  if (mask & kBool) {
+    alts.push_back(Grammar::Literal("true"));
+    alts.push_back(Grammar::Literal("false"));
+  }
+  if (mask & kString) {
+    DI_RETURN_IF_ERROR(StringSchema(kw, path, &s));
+    alts.push_back({s});
+  }
+  if (mask & (kNumber | kInteger)) {
+    DI_RETURN_IF_ERROR(NumberSchema(kw, path, !(mask & kNumber), &s));
+    alts.push_back({s});
+  }
+  if (mask & kObject) {
+    DI_RETURN_IF_ERROR(ObjectSchema(kw, path, depth, &s));
+    alts.push_back({s});
+  }
+  if (mask & kArray) {
+    DI_RETURN_IF_ERROR(ArraySchema(kw, path, depth, &s));
+    alts.push_back({s});
+  }
+  *out = alts.empty() ? g_.Nothing() : g_.Choice(std::move(alts), "types");
+  return Status::Ok();
+}
+
+Status SchemaCompiler::StringSchema(const Keywords& kw, const std::string& path, Symbol* out) {
+  int64_t min = 0, max = -1;
+  GetInt(kw, "minLength", &min);
+  GetInt(kw, "maxLength", &max);
+  const bool has_len = min > 0 || max >= 0;
+  auto pat = kw.single.find("pattern");
+  auto fmt = kw.single.find("format");
+  std::string_view text;
+  if (pat != kw.single.end() && pat->second.get_string().get(text) == simdjson::SUCCESS) {
+    RegexOptions opt;
+    opt.search = true;
+    opt.json_string = true;
+    Result<Symbol> r = AddRegex(&g_, text, opt);
+    if (r.ok()) {
+      if (has_len) Unenforced(path, "minLength/maxLength", "is not enforced next to pattern");
+      if (fmt != kw.single.end()) Unenforced(path, "format", "is not enforced next to pattern");
+      *out = j_.Quoted(*r);
+      return Status::Ok();
+    }
+    if (o_.strict) return InvalidArgument("json_schema: " + path + ": " + r.status().message());
+    Unenforced(path, "pattern", "is not enforced: " + r.status().message());
+  }
+  if (fmt != kw.single.end() && fmt->second.get_string().get(text) == simdjson::SUCCESS) {
+    Result<Symbol> r = j_.FormatContent(text, &notes_);
+    if (r.ok()) {
+      if (has_len) Unenforced(path, "minLength/maxLength", "is not enforced next to format");
+      *out = j_.Quoted(*r);
+      return Status::Ok();
+    }
+    Unenforced(path, "format", "'" + std::string(text) + "' is not supported");
+  }
+  if (min > kMaxRepeat) {
+    Unenforced(path, "minLength", "above " + std::to_string(kMaxRepeat) + " is not enforced");
+    min = 0;
+  }
+  if (max > kMaxRepeat) {
+    Unenforced(path, "maxLength", "above " + std::to_string(kMaxRepeat) + " is not enforced");
+    max = -1;
+  }
+  if (max >= 0 && max < min) {
+    *out = g_.Nothing();
+    return Status::Ok();
+  }
+  *out = j_.String(static_cast<int>(min), static_cast<int>(max));
+  return Status::Ok();
+}
+
+Status SchemaCompiler::NumberSchema(const Keywords& kw, const std::string& path, bool integer,
+                                    Symbol* out) {
+  double v;
+  bool has_lo = false, has_hi = false, lo_excl = false, hi_excl = false;
+  double lo = 0, hi = 0;  // for integers: inclusive integer bounds
+  if (GetNumber(kw, "minimum", &v)) lo = v, has_lo = true;
+  if (GetNumber(kw, "exclusiveMinimum", &v) && (!has_lo || v >= lo)) {
+    lo = v, has_lo = true, lo_excl = true;
+  }
+  if (GetNumber(kw, "maximum", &v)) hi = v, has_hi = true;
+  if (GetNumber(kw, "exclusiveMaximum", &v) && (!has_hi || v <= hi)) {
+    hi = v, has_hi = true, hi_excl = true;
+  }
+  const bool in_range = (!has_lo || std::fabs(lo) <= 1e18) && (!has_hi || std::fabs(hi) <= 1e18);
+  if (integer) {
+    if (has_lo) lo = lo_excl ? std::floor(lo) + 1 : std::ceil(lo);
+    if (has_hi) hi = hi_excl ? std::ceil(hi) - 1 : std::floor(hi);
+    if (in_range) {
+      *out = j_.IntegerRange(has_lo, static_cast<int64_t>(lo), has_hi, static_cast<int64_t>(hi));
+      return Status::Ok();
+    }
+    Unenforced(path, "minimum/maximum", "beyond 1e18 is not enforced");
+    *out = j_.Integer();
+    return Status::Ok();
+  }
+  if (!has_lo && !has_hi) {
+    *out = j_.Number();
+    return Status::Ok();
+  }
+  const bool integral = (!has_lo || std::floor(lo) == lo) && (!has_hi || std::floor(hi) == hi);
+  if (in_range && integral) {  // exact for integer-valued bounds (numbers without exponent)
+    *out = j_.NumberRange(has_lo, static_cast<int64_t>(lo), lo_excl, has_hi,
+                          static_cast<int64_t>(hi), hi_excl);
+    return Status::Ok();
+  }
+  // Other bounds: only the sign is enforced.
+  Unenforced(path, "minimum/maximum", "with non-integer bounds is enforced only as a sign");
+  *out = j_.Number(has_lo && lo >= 0);
+  return Status::Ok();
+}
+
+}  // namespace deepinfer::grammar::internal

@@ -1,0 +1,71 @@
+// GrammarMatcher: an Earley parser over bytes that follows one sequence's output token by token
+// and computes the next-token bitmask by walking the vocabulary's byte trie with the parser.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/vocabulary.h"
+
+namespace deepinfer::grammar {
+
+class GrammarMatcher {
+ public:
+  /// Both arguments must outlive the matcher. Copying a matcher forks the sequence.
+  GrammarMatcher(const CompiledGrammar& grammar, const TokenVocabulary& vocab);
+
+  /// Accepts token `id` if the grammar allows it (an EOS id: only when it can terminate, after
+  /// which the matcher is terminated). On false nothing changes.
+  bool AcceptToken(int32_t id);
+  /// Accepts raw bytes as one history entry (for Rollback). On false nothing changes.
+  bool AcceptBytes(std::string_view bytes);
+  /// Undoes the last n accepted tokens / AcceptBytes calls (n larger than the history: all).
+  void Rollback(int n);
+  /// The bytes so far form a complete string of the grammar.
+  bool CanTerminate() const;
+  /// An EOS token was accepted.
+  bool IsTerminated() const { return terminated_; }
+  /// Writes vocab.mask_words() words: bit i of word i/32 set iff token i is allowed now.
+  void FillNextTokenBitmask(uint32_t* words);
+  /// The longest byte string every continuation starts with (empty when EOS is possible).
+  std::string JumpForward();
+  /// A step was refused because one Earley set outgrew the limits (a pathologically ambiguous
+  /// grammar); from then on masks may be incomplete. Sticky.
+  bool ResourceExhausted() const { return exhausted_; }
+  /// Number of entries Rollback can undo.
+  int history_size() const { return static_cast<int>(history_.size()); }
+
+ private:
+  struct Item {
+    int32_t pos;     // position in the compiled grammar (dot)
+    int32_t origin;  // Earley set where the production started
+  };
+  bool PushByte(uint8_t b);
+  void PopSet();
+  void BeginSet();
+  void Add(Item it);
+  void Closure();
+  ByteSet AllowedBytes() const;
+  void Walk(int32_t node, uint32_t* words);
+
+  const CompiledGrammar* g_;
+  const TokenVocabulary* vocab_;
+  std::vector<Item> items_;
+  std::vector<uint32_t> set_begin_;  // set k is items_[set_begin_[k], set_begin_[k+1] or end)
+  std::vector<int32_t> history_;     // bytes per accepted entry; -1 for an EOS token
+  bool terminated_ = false;
+  bool exhausted_ = false;
+  bool over_ = false;  // the set being built exceeded a limit
+  size_t work_ = 0;    // completion scan work for the set being built
+  // Per-set deduplication scratch: an open-addressing table stamped with a generation.
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> stamps_;
+  std::vector<uint32_t> predicted_;  // per rule: generation in which it was predicted
+  uint32_t gen_ = 0;
+  size_t set_size_ = 0;
+};
+
+}  // namespace deepinfer::grammar
