@@ -22,8 +22,11 @@ constexpr const char* kUsage = R"(usage: deepinfer [--socket PATH] COMMAND [opti
 commands:
   generate (--prompt TEXT | --messages FILE.json | --prompt-ids 1,2,3) [--max-tokens N]
            [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop S]... [--stop-id ID]...
-           [--format text|ids|jsonl]
+           [--format text|ids|jsonl] [--response-format JSON]
       Streams the generated tokens as they arrive. Ctrl-C cancels the request.
+      --response-format constrains the output: {"type": "json_object"}, {"type": "json_schema",
+      "json_schema": {"schema": {...}}}, {"type": "regex", "regex": "..."}, {"type": "grammar",
+      "grammar": "root ::= ..."}.
   status [--json]      The daemon's counters.
   health               Exit 0 when the daemon is healthy.
   cancel ID            Cancels request ID of this connection (useful only for scripting tests).
@@ -131,6 +134,7 @@ Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
     r.seed = static_cast<uint64_t>(s);
   }
   for (auto [it, end] = a.opts.equal_range("--stop"); it != end; ++it) r.stop.push_back(it->second);
+  if (a.opts.count("--response-format")) r.response_format_json = a.Get("--response-format");
   for (auto [it, end] = a.opts.equal_range("--stop-id"); it != end; ++it) {
     DI_ASSIGN_OR_RETURN(long long v, Int("--stop-id", it->second));
     r.stop_ids.push_back(static_cast<int32_t>(v));

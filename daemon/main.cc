@@ -11,6 +11,7 @@
 #include "daemon/engine_worker.h"
 #include "daemon/server.h"
 #include "daemon/systemd.h"
+#include "grammar/tokenizer_vocabulary.h"
 
 namespace deepinfer::daemon {
 namespace {
@@ -79,6 +80,10 @@ int Run(int argc, char** argv) {
   asio::io_context io;
   ModelInfo info{std::filesystem::path(cfg.model_dir).filename().string(), model.config().vocab_size};
   Server server(io, cfg, engine, tokenizer.get(), info);
+  if (tokenizer) {
+    server.SetVocabulary(std::make_shared<const grammar::TokenVocabulary>(
+        grammar::VocabularyFromTokenizer(*tokenizer, model.config().vocab_size)));
+  }
   auto activated = ListenFds();
   if (!activated.ok()) return fail(activated.status());
   std::optional<int> fd;

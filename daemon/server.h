@@ -13,6 +13,7 @@
 
 #include "daemon/config.h"
 #include "daemon/engine_worker.h"
+#include "grammar/vocabulary.h"
 #include "ipc/protocol.h"
 
 namespace deepinfer::daemon {
@@ -37,6 +38,8 @@ class Server {
  public:
   Server(boost::asio::io_context& io, const DaemonConfig& config, EngineWorker& engine,
          const Tokenizer* tokenizer, ModelInfo model);
+  /// The vocabulary structured outputs are masked over (needs the tokenizer).
+  void SetVocabulary(std::shared_ptr<const grammar::TokenVocabulary> v) { vocab_ = std::move(v); }
   ~Server();
 
   /// Binds config.socket_path (mode, group) or adopts a socket-activated listening fd.
@@ -67,6 +70,9 @@ class Server {
   ServerCounters counters_;
   std::vector<std::weak_ptr<Session>> sessions_;  // IO thread only
   std::unordered_map<uid_t, int64_t> requests_by_uid_;  // IO thread only: in-flight per user
+  std::shared_ptr<const grammar::TokenVocabulary> vocab_;
+  // Compiled response formats by their JSON text (IO thread only; bounded).
+  std::unordered_map<std::string, std::shared_ptr<const grammar::CompiledGrammar>> grammars_;
 };
 
 }  // namespace deepinfer::daemon

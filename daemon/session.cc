@@ -6,6 +6,7 @@
 
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/openai.h"
+#include "grammar/response_format.h"
 
 namespace deepinfer::daemon {
 
@@ -191,6 +192,23 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   if (server_.config_.max_prompt_tokens > 0 && p.prompt.size() > server_.config_.max_prompt_tokens) {
     return reject(ipc::kErrInvalidArgument, "prompt: " + std::to_string(p.prompt.size()) +
                                                 " tokens exceed max_prompt_tokens");
+  }
+  if (!req.response_format_json.empty()) {
+    if (!server_.vocab_) return reject(ipc::kErrInvalidArgument, "response_format: needs a tokenizer");
+    auto& cached = server_.grammars_[req.response_format_json];
+    if (!cached) {
+      std::vector<std::string> warnings;
+      auto g = grammar::CompileResponseFormat(req.response_format_json, &warnings);
+      if (!g.ok()) {
+        server_.grammars_.erase(req.response_format_json);
+        return reject(ipc::kErrInvalidArgument, g.status().message());
+      }
+      for (const auto& w : warnings) spdlog::info("response_format not fully enforced: {}", w);
+      if (server_.grammars_.size() > 256) server_.grammars_.clear();  // bounded cache
+      cached = *g;
+    }
+    p.grammar = server_.grammars_[req.response_format_json];
+    if (p.grammar) p.vocabulary = server_.vocab_;
   }
   if (!p.stop_strings.empty() && server_.tok_ == nullptr) {
     return reject(ipc::kErrInvalidArgument, "stop: stop strings need a tokenizer; this model has none");

@@ -1,6 +1,7 @@
 #include "engine/scheduler/generator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace deepinfer {
@@ -54,6 +55,10 @@ RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t st
   for (int32_t t : params_.prompt) history_.AddPrompt(t);
   for (const auto& s : params_.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
   if (tok_ != nullptr) decoder_.emplace(*tok_);
+  if (params_.grammar && params_.vocabulary) {
+    matcher_.emplace(*params_.grammar, *params_.vocabulary);
+    mask_.resize(params_.vocabulary->mask_words());
+  }
 }
 
 std::span<const int32_t> RequestState::NextInput(int64_t budget) {
@@ -70,19 +75,36 @@ Result<std::optional<GenerationEnd>> RequestState::OnStep(
   const int32_t vocab = model_.config().vocab_size;
   const int32_t eos = model_.config().eos_token_id;
   ApplyLogitProcessors(last, vocab, p.sampling, history_);
+  if (matcher_) {
+    // Structured output: tokens the grammar does not allow cannot be sampled.
+    matcher_->FillNextTokenBitmask(mask_.data());
+    const int32_t covered = std::min<int32_t>(vocab, params_.vocabulary->size());
+    bool any = false;
+    for (int32_t t = 0; t < vocab; ++t) {
+      const bool allowed = t < covered && ((mask_[t >> 5] >> (t & 31)) & 1u);
+      if (!allowed) last[t] = -INFINITY;
+      any = any || allowed;
+    }
+    if (!any) return InvalidArgument("grammar: no token can continue the output");
+  }
   const int32_t token = SampleToken(last, vocab, p.sampling, stream_,
                                     static_cast<uint64_t>(p.prompt.size() + step_), scratch_);
+  if (matcher_ && !matcher_->AcceptToken(token)) {
+    return Internal("grammar: the sampled token was not accepted");
+  }
   ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
   context_.push_back(token);
-  const bool stop_id = (!p.ignore_eos && token == eos) ||
+  const bool grammar_done = matcher_ && matcher_->IsTerminated();
+  const bool stop_id = grammar_done || (!p.ignore_eos && token == eos) ||
                        std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
   const bool final_token = stop_id || step_ + 1 == p.max_tokens;
   GeneratedToken out{token, "", logprobs_.chosen};
   if (decoder_) {
     std::string piece;
     // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.
-    if (token < tok_->vocab_size()) DI_RETURN_IF_ERROR(decoder_->Push(token, &piece));
+    // The stop token itself (EOS, a stop id) adds no text.
+    if (token < tok_->vocab_size() && !stop_id) DI_RETURN_IF_ERROR(decoder_->Push(token, &piece));
     if (final_token) decoder_->Finish(&piece);
     held_ += piece;
     // A stop string ends the text right before it; a suffix that could still grow into one is

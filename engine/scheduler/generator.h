@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "grammar/matcher.h"
 
 namespace deepinfer {
 
@@ -23,8 +26,14 @@ struct GenerationParams {
   std::vector<int32_t> stop_ids;        // besides the model's EOS
   std::vector<std::string> stop_strings;  // need a tokenizer
   bool ignore_eos = false;
+  /// Structured output: every sampled token must be allowed by this grammar (masked before
+  /// sampling); the request ends when the grammar accepts EOS. Both shared, read-only.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::shared_ptr<const grammar::TokenVocabulary> vocabulary;
 };
 
+/// How a request ended. A grammar that allows no token at all is an error instead
+/// (InvalidArgument "grammar: no token can continue the output").
 enum class GenerationEnd { kLength, kStop, kCancelled };
 const char* GenerationEndName(GenerationEnd r);
 
@@ -70,6 +79,8 @@ class RequestState {
   std::string held_;
   size_t longest_stop_ = 0;
   std::vector<int32_t> scratch_;
+  std::optional<grammar::GrammarMatcher> matcher_;
+  std::vector<uint32_t> mask_;
 };
 
 class Generator {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <set>
@@ -359,6 +360,49 @@ TEST_F(DaemonTest, PreemptionUnderATinyCacheKeepsOutputsExact) {
     ASSERT_TRUE((*c)->Generate(Request(100 + id, {static_cast<int32_t>(id), 7, 8, 9}, 30)).ok());
     EXPECT_EQ(Drain(**c).first, tokens[id]) << "request " << id;
   }
+}
+
+// Structured outputs in the loop: every sampled token is allowed by the grammar, and the request
+// ends when the grammar is complete.
+TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
+  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  Daemon d(dir_ / "model", socket_, {"--tokenizer", tok});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto run = [&](uint64_t id, const std::string& format, double temperature) {
+    auto r = Request(id, {5, 6, 7}, 40);
+    r.temperature = temperature;
+    r.seed = id;
+    r.response_format_json = format;
+    auto accepted = (*c)->Generate(r);
+    EXPECT_TRUE(accepted.ok()) << accepted.status().ToString();
+    std::string text;
+    for (;;) {
+      auto ev = (*c)->NextEvent(30s);
+      if (!ev.ok() || !*ev) return std::make_pair(text, uint16_t{0});
+      if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
+          (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
+        text.append((*ev)->text, (*ev)->text_len);
+      } else {
+        return std::make_pair(text, (*ev)->finish_reason);
+      }
+    }
+  };
+  for (uint64_t id = 1; id <= 3; ++id) {
+    auto [text, reason] = run(id, R"({"type": "regex", "regex": "[a-z]{3}-[0-9]{2}"})", 1.0);
+    EXPECT_EQ(reason, static_cast<uint16_t>(ipc::FinishReason::kStop)) << text;
+    EXPECT_EQ(text.size(), 6u) << text;
+    EXPECT_TRUE(text.size() == 6 && std::islower(text[0]) && text[3] == '-' && std::isdigit(text[5]))
+        << text;
+  }
+  auto [json, reason] = run(9, R"({"type": "json_schema", "json_schema": {"schema": )"
+                               R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, )"
+                               R"("required": ["ok"], "additionalProperties": false}}})", 0.0);
+  EXPECT_TRUE(json == "{\"ok\":true}" || json == "{\"ok\":false}") << json;
+  // A broken constraint is a typed error before anything runs.
+  auto bad = Request(20, {1}, 4);
+  bad.response_format_json = R"({"type": "regex", "regex": "(a"})";
+  EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
 // Under systemd socket activation the daemon adopts the listening socket it is given.
