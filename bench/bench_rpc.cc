@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   close(sv[0]);
   close(sv[1]);
 
-  const auto dir = std::filesystem::temp_directory_path() / ("deepinfer-bench-rpc-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("deepinfer-bench-rpc-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   TinySpec spec;
   if (!MakeTinyCheckpoint(spec, (dir / "model").string()).ok()) return 1;
@@ -65,15 +66,17 @@ int main(int argc, char** argv) {
   const std::string daemon = (std::filesystem::path(argv[0]).parent_path() / "deepinferd").string();
   pid_t pid = fork();
   if (pid == 0) {
-    execl(daemon.c_str(), "deepinferd", "--model", (dir / "model").c_str(), "--socket", sock.c_str(),
-          "--tokenizer", "none", "--threads", "1", "--log-level", "warn", nullptr);
+    execl(daemon.c_str(), "deepinferd", "--model", (dir / "model").c_str(), "--socket",
+          sock.c_str(), "--tokenizer", "none", "--threads", "1", "--log-level", "warn", nullptr);
     _exit(127);
   }
   std::unique_ptr<client::Client> c;
   for (int i = 0; i < 200 && !c; ++i) {
     auto r = client::Client::Connect(sock, "bench_rpc");
-    if (r.ok()) c = std::move(r).value();
-    else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (r.ok())
+      c = std::move(r).value();
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!c) return 1;
   std::vector<double> rpc_us;
@@ -85,9 +88,10 @@ int main(int argc, char** argv) {
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
   std::filesystem::remove_all(dir);
-  std::printf("{\"iterations\": %d, \"echo_us_p50\": %.2f, \"echo_us_p99\": %.2f, "
-              "\"rpc_us_p50\": %.2f, \"rpc_us_p99\": %.2f, \"rpc_over_echo_p50\": %.2f}\n",
-              iterations, Pct(echo_us, 0.5), Pct(echo_us, 0.99), Pct(rpc_us, 0.5), Pct(rpc_us, 0.99),
-              Pct(rpc_us, 0.5) / Pct(echo_us, 0.5));
+  std::printf(
+      "{\"iterations\": %d, \"echo_us_p50\": %.2f, \"echo_us_p99\": %.2f, "
+      "\"rpc_us_p50\": %.2f, \"rpc_us_p99\": %.2f, \"rpc_over_echo_p50\": %.2f}\n",
+      iterations, Pct(echo_us, 0.5), Pct(echo_us, 0.99), Pct(rpc_us, 0.5), Pct(rpc_us, 0.99),
+      Pct(rpc_us, 0.5) / Pct(echo_us, 0.5));
   return 0;
 }

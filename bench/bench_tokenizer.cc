@@ -17,9 +17,12 @@ int main(int argc, char** argv) {
   std::string dir, corpus;
   int repeats = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--tokenizer")) dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--corpus")) corpus = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--tokenizer"))
+      dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--corpus"))
+      corpus = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--repeats"))
+      repeats = std::atoi(argv[i + 1]);
   }
   auto tok = Tokenizer::LoadDir(dir);
   if (!tok.ok()) {
@@ -43,10 +46,13 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     size_t sink = 0;
     for (const auto& d : docs) sink += (*tok)->Encode(d, SpecialTokens::kRecognize).size();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (sink != tokens) return 1;
   }
-  std::printf("{\"impl\": \"deepinfer\", \"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, "
-              "\"mb_per_s\": %.2f}\n", bytes, tokens, best, bytes / best / 1e6);
+  std::printf(
+      "{\"impl\": \"deepinfer\", \"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, "
+      "\"mb_per_s\": %.2f}\n",
+      bytes, tokens, best, bytes / best / 1e6);
   return 0;
 }

@@ -61,8 +61,10 @@ Result<Args> Parse(int argc, char** argv) {
         continue;
       }
       if (i + 1 >= argc) return InvalidArgument(k + " needs a value");
-      if (k == "--socket") a.socket = argv[++i];
-      else a.opts.emplace(k, argv[++i]);
+      if (k == "--socket")
+        a.socket = argv[++i];
+      else
+        a.opts.emplace(k, argv[++i]);
     } else if (a.command.empty()) {
       a.command = k;
     } else {
@@ -107,7 +109,8 @@ Result<std::vector<int32_t>> Ids(const std::string& flag, const std::string& s) 
 Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
   ipc::GenerateRequest r;
   r.id = id;
-  const int kinds = a.opts.count("--prompt") + a.opts.count("--messages") + a.opts.count("--prompt-ids");
+  const int kinds =
+      a.opts.count("--prompt") + a.opts.count("--messages") + a.opts.count("--prompt-ids");
   if (kinds != 1) return InvalidArgument("give exactly one of --prompt, --messages, --prompt-ids");
   if (a.opts.count("--prompt")) {
     r.prompt_kind = ipc::PromptKind::kText;
@@ -121,10 +124,16 @@ Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
     r.prompt_kind = ipc::PromptKind::kIds;
     DI_ASSIGN_OR_RETURN(r.prompt_ids, Ids("--prompt-ids", a.Get("--prompt-ids")));
   }
-  if (a.opts.count("--max-tokens")) { DI_ASSIGN_OR_RETURN(r.max_tokens, Int("--max-tokens", a.Get("--max-tokens"))); }
-  else r.max_tokens = 64;
-  if (a.opts.count("--temperature")) { DI_ASSIGN_OR_RETURN(r.temperature, Double("--temperature", a.Get("--temperature"))); }
-  if (a.opts.count("--top-p")) { DI_ASSIGN_OR_RETURN(r.top_p, Double("--top-p", a.Get("--top-p"))); }
+  if (a.opts.count("--max-tokens")) {
+    DI_ASSIGN_OR_RETURN(r.max_tokens, Int("--max-tokens", a.Get("--max-tokens")));
+  } else
+    r.max_tokens = 64;
+  if (a.opts.count("--temperature")) {
+    DI_ASSIGN_OR_RETURN(r.temperature, Double("--temperature", a.Get("--temperature")));
+  }
+  if (a.opts.count("--top-p")) {
+    DI_ASSIGN_OR_RETURN(r.top_p, Double("--top-p", a.Get("--top-p")));
+  }
   if (a.opts.count("--top-k")) {
     DI_ASSIGN_OR_RETURN(long long k, Int("--top-k", a.Get("--top-k")));
     r.top_k = static_cast<int32_t>(k);
@@ -144,12 +153,18 @@ Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
 
 const char* FinishName(uint16_t r) {
   switch (static_cast<ipc::FinishReason>(r)) {
-    case ipc::FinishReason::kStop: return "stop";
-    case ipc::FinishReason::kLength: return "length";
-    case ipc::FinishReason::kCancelled: return "cancelled";
-    case ipc::FinishReason::kClientTooSlow: return "client_too_slow";
-    case ipc::FinishReason::kError: return "error";
-    default: return "none";
+    case ipc::FinishReason::kStop:
+      return "stop";
+    case ipc::FinishReason::kLength:
+      return "length";
+    case ipc::FinishReason::kCancelled:
+      return "cancelled";
+    case ipc::FinishReason::kClientTooSlow:
+      return "client_too_slow";
+    case ipc::FinishReason::kError:
+      return "error";
+    default:
+      return "none";
   }
 }
 
@@ -185,8 +200,10 @@ Status Generate(const Args& a) {
       }
       std::fflush(stdout);
     } else if (kind == ipc::EventKind::kDone || kind == ipc::EventKind::kError) {
-      if (format == "jsonl") std::printf("{\"finish_reason\": \"%s\"}\n", FinishName(ev->finish_reason));
-      else std::printf("\n");
+      if (format == "jsonl")
+        std::printf("{\"finish_reason\": \"%s\"}\n", FinishName(ev->finish_reason));
+      else
+        std::printf("\n");
       if (kind == ipc::EventKind::kError) return Internal("the request failed: " + text);
       return Status::Ok();
     }
@@ -203,7 +220,8 @@ Status Bench(const Args& a) {
   DI_ASSIGN_OR_RETURN(long long clients, Int("--clients", a.Get("--clients", "4")));
   DI_ASSIGN_OR_RETURN(long long requests, Int("--requests", a.Get("--requests", "4")));
   Args base = a;
-  if (!base.opts.count("--prompt-ids") && !base.opts.count("--prompt")) base.opts.emplace("--prompt-ids", "1,2,3,4");
+  if (!base.opts.count("--prompt-ids") && !base.opts.count("--prompt"))
+    base.opts.emplace("--prompt-ids", "1,2,3,4");
   if (!base.opts.count("--max-tokens")) base.opts.emplace("--max-tokens", "16");
   std::vector<double> ttft, itl;
   std::mutex mu;
@@ -226,7 +244,8 @@ Status Bench(const Args& a) {
           const auto now = std::chrono::steady_clock::now();
           if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken)) {
             std::lock_guard<std::mutex> lock(mu);
-            (first ? ttft : itl).push_back(std::chrono::duration<double, std::milli>(now - last).count());
+            (first ? ttft : itl)
+                .push_back(std::chrono::duration<double, std::milli>(now - last).count());
             first = false;
             last = now;
             tokens++;
@@ -239,12 +258,14 @@ Status Bench(const Args& a) {
   }
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"clients\": %lld, \"requests\": %lld, \"failures\": %lld, \"tokens\": %lld, "
-              "\"tokens_per_s\": %.1f, \"ttft_ms_p50\": %.3f, \"ttft_ms_p99\": %.3f, "
-              "\"itl_ms_p50\": %.3f, \"itl_ms_p99\": %.3f}\n",
-              clients, clients * requests, failures.load(), tokens.load(), tokens / secs,
-              Percentile(ttft, 0.5), Percentile(ttft, 0.99), Percentile(itl, 0.5), Percentile(itl, 0.99));
-  return failures == 0 ? Status::Ok() : Internal(std::to_string(failures.load()) + " clients failed");
+  std::printf(
+      "{\"clients\": %lld, \"requests\": %lld, \"failures\": %lld, \"tokens\": %lld, "
+      "\"tokens_per_s\": %.1f, \"ttft_ms_p50\": %.3f, \"ttft_ms_p99\": %.3f, "
+      "\"itl_ms_p50\": %.3f, \"itl_ms_p99\": %.3f}\n",
+      clients, clients * requests, failures.load(), tokens.load(), tokens / secs,
+      Percentile(ttft, 0.5), Percentile(ttft, 0.99), Percentile(itl, 0.5), Percentile(itl, 0.99));
+  return failures == 0 ? Status::Ok()
+                       : Internal(std::to_string(failures.load()) + " clients failed");
 }
 
 int Main(int argc, char** argv) {
@@ -269,7 +290,9 @@ int Main(int argc, char** argv) {
       } else {
         std::string t = *s;  // one "key: value" per line for people
         std::replace(t.begin(), t.end(), ',', '\n');
-        t.erase(std::remove_if(t.begin(), t.end(), [](char ch) { return ch == '{' || ch == '}' || ch == '"'; }), t.end());
+        t.erase(std::remove_if(t.begin(), t.end(),
+                               [](char ch) { return ch == '{' || ch == '}' || ch == '"'; }),
+                t.end());
         std::printf("%s\n", t.c_str());
       }
     }
@@ -277,8 +300,10 @@ int Main(int argc, char** argv) {
   } else if (a.command == "health") {
     auto c = Client::Connect(a.socket);
     auto h = c.ok() ? (*c)->Health() : Result<ipc::HealthReply>(c.status());
-    if (h.ok() && !h->ok) st = Internal("unhealthy: " + h->reason);
-    else st = h.status();
+    if (h.ok() && !h->ok)
+      st = Internal("unhealthy: " + h->reason);
+    else
+      st = h.status();
     if (st.ok()) std::printf("ok\n");
   } else if (a.command == "cancel") {
     if (a.positional.size() != 1) {

@@ -27,7 +27,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& path, const s
   auto* h = std::get_if<ipc::HelloReply>(&reply);
   if (h == nullptr) return DataLoss("the daemon did not answer hello");
   c->hello_ = *h;
-  if (!h->ok) return InvalidArgument("the daemon refused: " + h->error.code + ": " + h->error.message);
+  if (!h->ok)
+    return InvalidArgument("the daemon refused: " + h->error.code + ": " + h->error.message);
   DI_ASSIGN_OR_RETURN(std::string offer_json, c->ReadFrame());
   std::vector<ipc::UniqueFd> fds = std::move(c->pending_fds_);
   DI_ASSIGN_OR_RETURN(ipc::Reply offer, ipc::ParseReply(offer_json));
@@ -57,7 +58,9 @@ deepinfer::Status Client::SendRaw(std::string_view bytes) {
   return deepinfer::Status::Ok();
 }
 
-deepinfer::Status Client::SendJson(const std::string& json) { return SendRaw(ipc::EncodeFrame(json)); }
+deepinfer::Status Client::SendJson(const std::string& json) {
+  return SendRaw(ipc::EncodeFrame(json));
+}
 
 Result<std::string> Client::ReadFrame() {
   for (;;) {
@@ -68,8 +71,8 @@ Result<std::string> Client::ReadFrame() {
     if (frame) return std::move(*frame);
     if (!inbuf_.empty()) continue;
     char buf[4096];
-    DI_ASSIGN_OR_RETURN(size_t n, ipc::RecvFds(fd_.get(), std::span<char>(buf, sizeof(buf)),
-                                              &pending_fds_));
+    DI_ASSIGN_OR_RETURN(size_t n,
+                        ipc::RecvFds(fd_.get(), std::span<char>(buf, sizeof(buf)), &pending_fds_));
     if (n == 0) return IoError("the daemon closed the connection");
     inbuf_.append(buf, n);
   }
@@ -91,7 +94,9 @@ Result<ipc::Accepted> Client::Generate(const ipc::GenerateRequest& request) {
   }
 }
 
-deepinfer::Status Client::Cancel(uint64_t id) { return SendJson(ipc::ToJson(ipc::CancelRequest{id})); }
+deepinfer::Status Client::Cancel(uint64_t id) {
+  return SendJson(ipc::ToJson(ipc::CancelRequest{id}));
+}
 
 deepinfer::Status Client::CancelViaRing(uint64_t id) {
   ipc::Submission sub{};

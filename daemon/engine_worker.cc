@@ -156,10 +156,11 @@ void EngineWorker::Loop() {
         continue;
       }
       EngineJob& job = *running[i].job;
-      auto end = running[i].state->OnStep(&logits[item_of[i] * vocab], [&](const GeneratedToken& t) {
-        stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
-        return job.on_token(t);
-      });
+      auto end =
+          running[i].state->OnStep(&logits[item_of[i] * vocab], [&](const GeneratedToken& t) {
+            stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
+            return job.on_token(t);
+          });
       if (!end.ok()) {
         finish(i, end.status());
       } else if (end->has_value()) {

@@ -5,9 +5,8 @@
 // job's sink and never waits on IO.
 #pragma once
 
-#include <boost/lockfree/queue.hpp>
-
 #include <atomic>
+#include <boost/lockfree/queue.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -39,7 +38,7 @@ struct EngineStats {
   std::atomic<uint64_t> prompt_tokens{0};
   std::atomic<int64_t> queue_depth{0};
   std::atomic<int64_t> running{0};
-  std::atomic<uint64_t> steps{0};  // engine progress, fed to the systemd watchdog
+  std::atomic<uint64_t> steps{0};        // engine progress, fed to the systemd watchdog
   std::atomic<uint64_t> cache_bytes{0};  // per-sequence state of the running requests
   std::atomic<uint64_t> preemptions{0};
 };
@@ -48,7 +47,7 @@ class EngineWorker {
  public:
   struct Options {
     size_t queue_capacity = 1024;
-    size_t max_running = 64;        // requests in one batch
+    size_t max_running = 64;          // requests in one batch
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
     uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
   };

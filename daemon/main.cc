@@ -41,8 +41,9 @@ int Run(int argc, char** argv) {
   for (const auto& w : (*ck)->warnings) spdlog::warn("{}", w);
   auto numerics = ParseNumerics(cfg.numerics);
   if (!numerics.ok()) return fail(numerics.status());
-  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads)
-                                      : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int threads = cfg.threads > 0
+                          ? static_cast<int>(cfg.threads)
+                          : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   auto backend = MakeCpuBackend(threads);
   Model model(**ck, *backend, *numerics);
   std::unique_ptr<Tokenizer> tokenizer;
@@ -71,14 +72,17 @@ int Run(int argc, char** argv) {
     job->params.sampling.temperature = 0;
     std::promise<Status> done;
     job->on_token = [](const GeneratedToken&) { return true; };
-    job->on_done = [&](const Result<GenerationEnd>& r) { done.set_value(r.ok() ? Status::Ok() : r.status()); };
+    job->on_done = [&](const Result<GenerationEnd>& r) {
+      done.set_value(r.ok() ? Status::Ok() : r.status());
+    };
     engine.Submit(job);
     Status st = done.get_future().get();
     if (!st.ok()) return fail(st);
   }
 
   asio::io_context io;
-  ModelInfo info{std::filesystem::path(cfg.model_dir).filename().string(), model.config().vocab_size};
+  ModelInfo info{std::filesystem::path(cfg.model_dir).filename().string(),
+                 model.config().vocab_size};
   Server server(io, cfg, engine, tokenizer.get(), info);
   if (tokenizer) {
     server.SetVocabulary(std::make_shared<const grammar::TokenVocabulary>(
@@ -110,7 +114,8 @@ int Run(int argc, char** argv) {
     spdlog::info("signal {}: draining ({} requests in flight)", sig, server.in_flight());
     (void)NotifyStopping();
     server.BeginDrain();
-    *drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.drain_timeout_seconds);
+    *drain_deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(cfg.drain_timeout_seconds);
     poll_drain();
   });
   // SIGHUP: re-read the config file and apply what may change at run time.
@@ -142,11 +147,14 @@ int Run(int argc, char** argv) {
     auto last_steps = std::make_shared<uint64_t>(0);
     std::function<void()> feed = [&, last_steps] {
       const uint64_t steps = engine.stats().steps.load();
-      const bool idle = engine.stats().running.load() == 0 && engine.stats().queue_depth.load() == 0;
+      const bool idle =
+          engine.stats().running.load() == 0 && engine.stats().queue_depth.load() == 0;
       if (idle || steps != *last_steps) (void)NotifyWatchdog();
       *last_steps = steps;
       watchdog_timer.expires_after(**interval / 3);
-      watchdog_timer.async_wait([&](boost::system::error_code ec) { if (!ec) feed(); });
+      watchdog_timer.async_wait([&](boost::system::error_code ec) {
+        if (!ec) feed();
+      });
     };
     feed();
   }

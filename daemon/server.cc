@@ -44,28 +44,29 @@ Status Server::Listen(std::optional<int> activated_fd) {
   if (::chmod(path.c_str(), config_.socket_mode) != 0) {
     return IoError(path + ": chmod failed: " + std::strerror(errno));
   }
-  if (config_.socket_gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *config_.socket_gid) != 0) {
-    return IoError(path + ": chown to group " + config_.socket_group + " failed: " +
-                   std::strerror(errno));
+  if (config_.socket_gid &&
+      ::chown(path.c_str(), static_cast<uid_t>(-1), *config_.socket_gid) != 0) {
+    return IoError(path + ": chown to group " + config_.socket_group +
+                   " failed: " + std::strerror(errno));
   }
   return Status::Ok();
 }
 
-void Server::Start() {
-  asio::co_spawn(io_, AcceptLoop(), asio::detached);
-}
+void Server::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
 
 asio::awaitable<void> Server::AcceptLoop() {
   for (;;) {
     boost::system::error_code ec;
-    stream::socket socket = co_await acceptor_->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    stream::socket socket =
+        co_await acceptor_->async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || draining_) co_return;
       spdlog::warn("accept failed: {}", ec.message());
       continue;
     }
     if (counters_.clients.load() >= static_cast<int64_t>(config_.max_clients)) {
-      spdlog::warn("refusing a client: {} clients connected (max_clients)", counters_.clients.load());
+      spdlog::warn("refusing a client: {} clients connected (max_clients)",
+                   counters_.clients.load());
       continue;  // the socket closes as it goes out of scope
     }
     auto session = std::make_shared<Session>(*this, std::move(socket));

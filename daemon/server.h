@@ -4,12 +4,11 @@
 #pragma once
 
 #include <boost/asio.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 
 #include "daemon/config.h"
 #include "daemon/engine_worker.h"
@@ -68,7 +67,7 @@ class Server {
   std::atomic<uint64_t> next_job_id_{1};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   ServerCounters counters_;
-  std::vector<std::weak_ptr<Session>> sessions_;  // IO thread only
+  std::vector<std::weak_ptr<Session>> sessions_;        // IO thread only
   std::unordered_map<uid_t, int64_t> requests_by_uid_;  // IO thread only: in-flight per user
   std::shared_ptr<const grammar::TokenVocabulary> vocab_;
   // Compiled response formats by their JSON text (IO thread only; bounded).

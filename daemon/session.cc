@@ -24,10 +24,11 @@ asio::awaitable<void> Session::Run() {
   char buf[64 << 10];
   for (;;) {
     boost::system::error_code ec;
-    const size_t n = co_await socket_.async_read_some(asio::buffer(buf),
-                                                      asio::redirect_error(asio::use_awaitable, ec));
+    const size_t n = co_await socket_.async_read_some(
+        asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;  // the client closed or died
-    Status st = decoder_.FeedAll(buf, n, [&](std::string frame) { return HandleFrame(std::move(frame)); });
+    Status st =
+        decoder_.FeedAll(buf, n, [&](std::string frame) { return HandleFrame(std::move(frame)); });
     if (!st.ok()) {
       // Broken framing or a protocol violation: the stream cannot be trusted any more.
       server_.counters_.bad_frames.fetch_add(1);
@@ -75,7 +76,8 @@ Status Session::HandleFrame(std::string frame) {
   } else if (auto* cancel = std::get_if<ipc::CancelRequest>(&*req)) {
     auto it = jobs_.find(cancel->id);
     if (it == jobs_.end()) {
-      Send(ipc::ToJson(ipc::ErrorReply{cancel->id, {std::string(ipc::kErrNotFound), "no such request"}}));
+      Send(ipc::ToJson(
+          ipc::ErrorReply{cancel->id, {std::string(ipc::kErrNotFound), "no such request"}}));
     } else {
       it->second->cancel.store(true);
     }
@@ -94,8 +96,8 @@ Status Session::HandleHello(std::string_view body) {
   if (hello.protocol != ipc::kProtocolVersion) {
     reply.ok = false;
     reply.error = {std::string(ipc::kErrVersionMismatch),
-                   "server speaks protocol " + std::to_string(ipc::kProtocolVersion) +
-                       ", client " + std::to_string(hello.protocol)};
+                   "server speaks protocol " + std::to_string(ipc::kProtocolVersion) + ", client " +
+                       std::to_string(hello.protocol)};
     Send(ipc::ToJson(reply));
     return DataLoss("protocol version mismatch");
   }
@@ -134,7 +136,8 @@ Result<std::vector<int32_t>> Session::PromptIds(const ipc::GenerateRequest& req)
     case ipc::PromptKind::kIds:
       return req.prompt_ids;
     case ipc::PromptKind::kText:
-      if (tok == nullptr) return InvalidArgument("prompt: this model has no tokenizer; send prompt_ids");
+      if (tok == nullptr)
+        return InvalidArgument("prompt: this model has no tokenizer; send prompt_ids");
       // Client text is untrusted: special-token strings in it stay plain text.
       return tok->Encode(req.prompt, SpecialTokens::kPlainText);
     case ipc::PromptKind::kMessages: {
@@ -162,16 +165,18 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   int64_t& user_requests = server_.requests_by_uid_[peer_.uid];
   if (server_.config_.max_requests_per_user > 0 &&
       user_requests >= static_cast<int64_t>(server_.config_.max_requests_per_user)) {
-    return reject(ipc::kErrOverloaded, "max_requests_per_user reached for uid " + std::to_string(peer_.uid));
+    return reject(ipc::kErrOverloaded,
+                  "max_requests_per_user reached for uid " + std::to_string(peer_.uid));
   }
   auto ids = PromptIds(req);
   if (!ids.ok()) return reject(ipc::WireErrorCode(ids.status()), ids.status().message());
   if (ids->empty()) return reject(ipc::kErrInvalidArgument, "prompt: empty after tokenization");
   for (int32_t id : *ids) {
     if (id < 0 || id >= server_.model_.vocab_size) {
-      return reject(ipc::kErrInvalidArgument,
-                    "prompt: token id " + std::to_string(id) + " is outside the model's vocabulary of " +
-                        std::to_string(server_.model_.vocab_size) + " (tokenizer and model disagree?)");
+      return reject(ipc::kErrInvalidArgument, "prompt: token id " + std::to_string(id) +
+                                                  " is outside the model's vocabulary of " +
+                                                  std::to_string(server_.model_.vocab_size) +
+                                                  " (tokenizer and model disagree?)");
     }
   }
   auto job = std::make_shared<EngineJob>();
@@ -189,12 +194,14 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   job->stream = req.seed.has_value() ? 0 : job->id;
   p.stop_ids = req.stop_ids;
   p.stop_strings = req.stop;
-  if (server_.config_.max_prompt_tokens > 0 && p.prompt.size() > server_.config_.max_prompt_tokens) {
+  if (server_.config_.max_prompt_tokens > 0 &&
+      p.prompt.size() > server_.config_.max_prompt_tokens) {
     return reject(ipc::kErrInvalidArgument, "prompt: " + std::to_string(p.prompt.size()) +
                                                 " tokens exceed max_prompt_tokens");
   }
   if (!req.response_format_json.empty()) {
-    if (!server_.vocab_) return reject(ipc::kErrInvalidArgument, "response_format: needs a tokenizer");
+    if (!server_.vocab_)
+      return reject(ipc::kErrInvalidArgument, "response_format: needs a tokenizer");
     auto& cached = server_.grammars_[req.response_format_json];
     if (!cached) {
       std::vector<std::string> warnings;
@@ -211,7 +218,8 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     if (p.grammar) p.vocabulary = server_.vocab_;
   }
   if (!p.stop_strings.empty() && server_.tok_ == nullptr) {
-    return reject(ipc::kErrInvalidArgument, "stop: stop strings need a tokenizer; this model has none");
+    return reject(ipc::kErrInvalidArgument,
+                  "stop: stop strings need a tokenizer; this model has none");
   }
   const uint64_t client_id = req.id;
   auto self = shared_from_this();
@@ -244,11 +252,11 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     e.request_id = client_id;
     if (r.ok()) {
       e.kind = static_cast<uint16_t>(ipc::EventKind::kDone);
-      e.finish_reason = static_cast<uint16_t>(
-          *r == GenerationEnd::kLength ? ipc::FinishReason::kLength
-          : *r == GenerationEnd::kStop ? ipc::FinishReason::kStop
-          : *too_slow ? ipc::FinishReason::kClientTooSlow
-                                      : ipc::FinishReason::kCancelled);
+      e.finish_reason =
+          static_cast<uint16_t>(*r == GenerationEnd::kLength ? ipc::FinishReason::kLength
+                                : *r == GenerationEnd::kStop ? ipc::FinishReason::kStop
+                                : *too_slow                  ? ipc::FinishReason::kClientTooSlow
+                                                             : ipc::FinishReason::kCancelled);
     } else {
       e.kind = static_cast<uint16_t>(ipc::EventKind::kError);
       e.finish_reason = static_cast<uint16_t>(ipc::FinishReason::kError);
@@ -344,7 +352,8 @@ asio::awaitable<void> Session::Writer() {
     std::string frame = std::move(outbox_.front());
     outbox_.pop_front();
     boost::system::error_code ec;
-    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(socket_, asio::buffer(frame),
+                               asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
   }
   writing_ = false;

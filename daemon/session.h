@@ -4,7 +4,6 @@
 #pragma once
 
 #include <boost/asio.hpp>
-
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -47,7 +46,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<ipc::EventFd> to_client_, from_client_;
   std::optional<boost::asio::posix::stream_descriptor> from_client_watch_;
   std::unordered_map<uint64_t, std::shared_ptr<EngineJob>> jobs_;  // IO thread only
-  std::deque<std::string> outbox_;                                  // IO thread only
+  std::deque<std::string> outbox_;                                 // IO thread only
   bool writing_ = false;
   bool closed_ = false;
   // Engine thread only: events that did not fit into the ring yet.

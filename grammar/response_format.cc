@@ -37,7 +37,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileResponseFormat(
     JsonSchemaOptions options;
     options.strict = strict;
     options.flexible_whitespace = flexible;
-    DI_ASSIGN_OR_RETURN(JsonSchemaGrammar s, JsonSchemaToGrammar(simdjson::to_string(schema), options));
+    DI_ASSIGN_OR_RETURN(JsonSchemaGrammar s,
+                        JsonSchemaToGrammar(simdjson::to_string(schema), options));
     if (warnings != nullptr) *warnings = std::move(s.warnings);
     g = std::move(s.grammar);
   } else if (type == "regex") {

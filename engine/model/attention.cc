@@ -139,9 +139,11 @@ void Model::Attention(const LayerWeights& L, std::span<const Segment> segs, cons
     const int W = cache.window;
     const float* xs = x + sg.begin * d;
     const int64_t* ps = pos + sg.begin;
-    if (a.has_compressor) Compress(a.compressor, cache.comp, xs, ps, sg.count, rope, false, cache.rows);
+    if (a.has_compressor)
+      Compress(a.compressor, cache.comp, xs, ps, sg.count, rope, false, cache.rows);
     if (a.has_indexer) {
-      Compress(a.index_compressor, cache.index_comp, xs, ps, sg.count, rope, true, cache.index_keys);
+      Compress(a.index_compressor, cache.index_comp, xs, ps, sg.count, rope, true,
+               cache.index_keys);
       SelectCompressed(a, cache, rope, xs, &q_res[sg.begin * qr], ps, sg.count,
                        std::span<std::vector<int32_t>>(&selected[sg.begin], sg.count));
     }
@@ -168,7 +170,8 @@ void Model::Attention(const LayerWeights& L, std::span<const Segment> segs, cons
 
   for (const Segment& sg : segs) {
     const int W = sg.cache->window;
-    for (int64_t t = std::max<int64_t>(sg.begin, sg.begin + sg.count - W); t < sg.begin + sg.count; ++t) {
+    for (int64_t t = std::max<int64_t>(sg.begin, sg.begin + sg.count - W); t < sg.begin + sg.count;
+         ++t) {
       std::memcpy(&sg.cache->ring[(pos[t] % W) * D], &kv[t * D], D * sizeof(float));
     }
   }

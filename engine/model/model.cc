@@ -55,7 +55,8 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
       }
     }
     for (const BatchItem& other : items) {
-      if (&other != &it && other.seq == it.seq) return InvalidArgument("a sequence appears twice in a batch");
+      if (&other != &it && other.seq == it.seq)
+        return InvalidArgument("a sequence appears twice in a batch");
     }
     T += static_cast<int64_t>(it.tokens.size());
   }
@@ -89,13 +90,15 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     const int64_t c = static_cast<int64_t>(items[i].tokens.size());
     if (items[i].logits == nullptr || c == 0) continue;
-    for (int64_t r = items[i].last_logits_only ? c - 1 : 0; r < c; ++r) rows.push_back(begin[i] + r);
+    for (int64_t r = items[i].last_logits_only ? c - 1 : 0; r < c; ++r)
+      rows.push_back(begin[i] + r);
   }
   std::vector<float> head_in(rows.size() * S), logits(rows.size() * V);
   for (size_t k = 0; k < rows.size(); ++k) {
     std::memcpy(&head_in[k * S], &X[rows[k] * S], S * sizeof(float));
   }
-  if (!rows.empty()) Head(w_.hc_head, w_.norm, head_in.data(), static_cast<int64_t>(rows.size()), logits.data());
+  if (!rows.empty())
+    Head(w_.hc_head, w_.norm, head_in.data(), static_cast<int64_t>(rows.size()), logits.data());
   size_t next_row = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const int64_t c = static_cast<int64_t>(items[i].tokens.size());

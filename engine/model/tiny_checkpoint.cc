@@ -201,17 +201,22 @@ class Builder {
         const int e = Pow2ScaleExponent(amax, 448.0f, 1e-30f);
         // float32 scales need not be powers of two: amax maps exactly onto 448.
         const float f = amax > 0 ? amax / 448.0f : 1.0f;
-        if (f32_scales_) std::memcpy(&fscale[(bo * si + bi) * 4], &f, 4);
-        else scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
+        if (f32_scales_)
+          std::memcpy(&fscale[(bo * si + bi) * 4], &f, 4);
+        else
+          scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
         for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
           for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
-            q[o * in + i] = F32ToE4M3(f32_scales_ ? v[o * in + i] / f : std::ldexp(v[o * in + i], -e));
+            q[o * in + i] =
+                F32ToE4M3(f32_scales_ ? v[o * in + i] / f : std::ldexp(v[o * in + i], -e));
       }
     }
     w_.Add(name, DType::kF8E4M3, {out, in}, std::move(q));
     const std::string scale_name = name.substr(0, name.size() - 7) + ".scale";
-    if (f32_scales_) w_.Add(scale_name, DType::kF32, {so, si}, std::move(fscale));
-    else w_.Add(scale_name, DType::kF8E8M0, {so, si}, std::move(scale));
+    if (f32_scales_)
+      w_.Add(scale_name, DType::kF32, {so, si}, std::move(fscale));
+    else
+      w_.Add(scale_name, DType::kF8E8M0, {so, si}, std::move(scale));
   }
 
   void PutFp4(const std::string& name, int64_t out, int64_t in, const std::vector<float>& v) {

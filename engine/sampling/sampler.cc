@@ -62,7 +62,8 @@ void ComputeLogprobs(const float* logits, int32_t vocab, int32_t chosen, int top
   std::partial_sort(order.begin(), order.begin() + n, order.end(), [logits](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
-  for (int i = 0; i < n; ++i) out->top.emplace_back(order[i], static_cast<float>(logits[order[i]] - log_z));
+  for (int i = 0; i < n; ++i)
+    out->top.emplace_back(order[i], static_cast<float>(logits[order[i]] - log_z));
 }
 
 double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position) {
@@ -70,8 +71,8 @@ double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position) {
   return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg,
-                    uint64_t stream, uint64_t position, std::vector<int32_t>& order) {
+int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
+                    uint64_t position, std::vector<int32_t>& order) {
   if (cfg.temperature <= 0.0f || cfg.top_k == 1) return Argmax(logits, vocab);
   // Candidates by descending logit; ties by lower id, so the order is fully determined.
   order.resize(vocab);

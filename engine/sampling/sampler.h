@@ -59,7 +59,7 @@ void ComputeLogprobs(const float* logits, int32_t vocab, int32_t chosen, int top
 double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position);
 
 /// Picks the next token from `logits` [vocab]. `scratch` is reused between calls.
-int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg,
-                    uint64_t stream, uint64_t position, std::vector<int32_t>& scratch);
+int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
+                    uint64_t position, std::vector<int32_t>& scratch);
 
 }  // namespace deepinfer

@@ -8,9 +8,12 @@ namespace deepinfer {
 
 const char* GenerationEndName(GenerationEnd r) {
   switch (r) {
-    case GenerationEnd::kLength: return "length";
-    case GenerationEnd::kStop: return "stop";
-    case GenerationEnd::kCancelled: return "cancelled";
+    case GenerationEnd::kLength:
+      return "length";
+    case GenerationEnd::kStop:
+      return "stop";
+    case GenerationEnd::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -32,7 +35,8 @@ Status Generator::Validate(const GenerationParams& p) const {
     if (s.empty()) return InvalidArgument("stop: empty stop string");
   }
   const SamplingConfig& c = p.sampling;
-  if (!(c.temperature >= 0 && c.temperature <= 2)) return InvalidArgument("temperature: must be in [0, 2]");
+  if (!(c.temperature >= 0 && c.temperature <= 2))
+    return InvalidArgument("temperature: must be in [0, 2]");
   if (!(c.top_p > 0 && c.top_p <= 1)) return InvalidArgument("top_p: must be in (0, 1]");
   if (c.top_k < -1 || c.top_k == 0) return InvalidArgument("top_k: must be -1 or >= 1");
   if (!(c.min_p >= 0 && c.min_p <= 1)) return InvalidArgument("min_p: must be in [0, 1]");
@@ -50,8 +54,12 @@ Status Generator::Validate(const GenerationParams& p) const {
 
 RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t stream,
                            GenerationParams params)
-    : model_(model), tok_(tokenizer), stream_(stream), params_(std::move(params)),
-      seq_(model.NewSequence()), context_(params_.prompt) {
+    : model_(model),
+      tok_(tokenizer),
+      stream_(stream),
+      params_(std::move(params)),
+      seq_(model.NewSequence()),
+      context_(params_.prompt) {
   for (int32_t t : params_.prompt) history_.AddPrompt(t);
   for (const auto& s : params_.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
   if (tok_ != nullptr) decoder_.emplace(*tok_);
@@ -117,7 +125,8 @@ Result<std::optional<GenerationEnd>> RequestState::OnStep(
       return std::optional<GenerationEnd>(GenerationEnd::kStop);
     }
     size_t keep = 0;
-    for (size_t k = std::min(longest_stop_ - (longest_stop_ > 0), held_.size()); k > 0 && !final_token; --k) {
+    for (size_t k = std::min(longest_stop_ - (longest_stop_ > 0), held_.size());
+         k > 0 && !final_token; --k) {
       bool prefix = false;
       for (const auto& s : p.stop_strings) {
         prefix = prefix || s.compare(0, k, held_, held_.size() - k, k) == 0;
@@ -144,7 +153,8 @@ Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams
   RequestState state(model_, tok_, request_id, p);
   std::vector<float> logits(model_.config().vocab_size);
   for (;;) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return GenerationEnd::kCancelled;
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+      return GenerationEnd::kCancelled;
     BatchItem item{&state.seq(), state.NextInput(INT64_MAX), logits.data(), nullptr, true};
     DI_RETURN_IF_ERROR(model_.ForwardBatch(std::span<BatchItem>(&item, 1)));
     DI_ASSIGN_OR_RETURN(std::optional<GenerationEnd> end, state.OnStep(logits.data(), emit));

@@ -23,7 +23,7 @@ struct GenerationParams {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
   SamplingConfig sampling;
-  std::vector<int32_t> stop_ids;        // besides the model's EOS
+  std::vector<int32_t> stop_ids;          // besides the model's EOS
   std::vector<std::string> stop_strings;  // need a tokenizer
   bool ignore_eos = false;
   /// Structured output: every sampled token must be allowed by this grammar (masked before
@@ -61,9 +61,10 @@ class RequestState {
   /// (exactly, since the forward does not depend on how a sequence is split).
   void Preempt() { seq_ = model_.NewSequence(); }
   /// After the step: `last_logits` [vocab] of the last row fed (modified in place). While the
-  /// prompt is not finished nothing is sampled. Returns the end of the request, or nullopt to go on.
-  Result<std::optional<GenerationEnd>> OnStep(float* last_logits,
-                                              const std::function<bool(const GeneratedToken&)>& emit);
+  /// prompt is not finished nothing is sampled. Returns the end of the request, or nullopt to go
+  /// on.
+  Result<std::optional<GenerationEnd>> OnStep(
+      float* last_logits, const std::function<bool(const GeneratedToken&)>& emit);
 
  private:
   Model& model_;
@@ -91,8 +92,8 @@ class Generator {
   /// Validates and runs the request. `emit` receives each token; returning false stops the
   /// request (reported as cancelled). `cancel` is polled before every step.
   Result<GenerationEnd> Run(uint64_t request_id, const GenerationParams& params,
-                           const std::function<bool(const GeneratedToken&)>& emit,
-                           const std::atomic<bool>* cancel = nullptr);
+                            const std::function<bool(const GeneratedToken&)>& emit,
+                            const std::atomic<bool>* cancel = nullptr);
 
   Status Validate(const GenerationParams& params) const;
 

@@ -10,7 +10,8 @@ namespace deepinfer {
 
 class BpeMerger {
  public:
-  /// `byte_ids[b]` is the token of the single byte b; merges are (left, right, merged) in rank order.
+  /// `byte_ids[b]` is the token of the single byte b; merges are (left, right, merged) in rank
+  /// order.
   struct Merge {
     int32_t left, right, merged;
   };

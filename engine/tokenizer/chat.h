@@ -18,7 +18,7 @@ struct ToolCall {
 struct ChatMessage {
   std::string role;  // system | user | assistant | tool | developer | latest_reminder
   std::string content;
-  std::string reasoning_content;    // assistant turns in thinking mode
+  std::string reasoning_content;     // assistant turns in thinking mode
   std::vector<ToolCall> tool_calls;  // assistant turns
   std::string tool_call_id;          // tool results
   std::string name;                  // tool results: the function's name, when given

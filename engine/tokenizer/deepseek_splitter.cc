@@ -19,7 +19,8 @@ enum Flag : uint8_t { kL = 1, kM = 2, kN = 4, kP = 8, kS = 16, kSpace = 32, kCjk
 const std::vector<uint8_t>& Flags() {
   static const std::vector<uint8_t> table = [] {
     std::vector<uint8_t> f(0x110000, 0);
-    const std::pair<const char*, uint8_t> cats[] = {{"L", kL}, {"M", kM}, {"N", kN}, {"P", kP}, {"S", kS}};
+    const std::pair<const char*, uint8_t> cats[] = {
+        {"L", kL}, {"M", kM}, {"N", kN}, {"P", kP}, {"S", kS}};
     for (const auto& [name, flag] : cats) {
       for (const auto& c : kJsCategories) {
         if (std::string_view(c.name) != name) continue;
@@ -44,7 +45,8 @@ const std::vector<uint8_t>& Flags() {
 constexpr const char* kDeepSeekPatterns[3] = {
     "\\p{N}{1,3}",
     "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+    "[!\"#$%&'()*+,\\-./"
+    ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
     " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 };
 
@@ -68,10 +70,14 @@ void Decode(std::string_view s, Decoded* d) {
     const unsigned char b = static_cast<unsigned char>(s[i]);
     uint32_t c;
     int len;
-    if (b < 0x80) c = b, len = 1;
-    else if (b < 0xE0) c = b & 0x1F, len = 2;
-    else if (b < 0xF0) c = b & 0x0F, len = 3;
-    else c = b & 0x07, len = 4;
+    if (b < 0x80)
+      c = b, len = 1;
+    else if (b < 0xE0)
+      c = b & 0x1F, len = 2;
+    else if (b < 0xF0)
+      c = b & 0x0F, len = 3;
+    else
+      c = b & 0x07, len = 4;
     for (int k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     d->cp.push_back(c);
     d->off.push_back(static_cast<uint32_t>(i));

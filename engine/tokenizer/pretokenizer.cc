@@ -1,8 +1,8 @@
 #include "engine/tokenizer/pretokenizer.h"
 
-#include "engine/tokenizer/deepseek_splitter.h"
-
 #include <cstdio>
+
+#include "engine/tokenizer/deepseek_splitter.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -154,7 +154,8 @@ int Match(const PreTokenizer::Pass* pass, PCRE2_SPTR subject, uint32_t len, uint
 
 PreTokenizer::~PreTokenizer() = default;
 
-Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(const std::vector<std::string>& patterns) {
+Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(
+    const std::vector<std::string>& patterns) {
   std::unique_ptr<PreTokenizer> p(new PreTokenizer());
   for (const std::string& js : patterns) {
     DI_ASSIGN_OR_RETURN(const std::string pattern, ToPcre2Pattern(js));
@@ -167,8 +168,8 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(const std::vector<std
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
       return InvalidArgument("pre-tokenizer regex does not compile at offset " +
-                             std::to_string(offset) + ": " + reinterpret_cast<char*>(msg) +
-                             " in " + js);
+                             std::to_string(offset) + ": " + reinterpret_cast<char*>(msg) + " in " +
+                             js);
     }
     // JIT is an optimisation: when unavailable the interpreter gives the same matches.
     pass->jit = pcre2_jit_compile(pass->code, PCRE2_JIT_COMPLETE) == 0;

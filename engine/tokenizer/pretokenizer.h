@@ -19,7 +19,8 @@ struct Span {
 
 class PreTokenizer {
  public:
-  /// `patterns` are the Split regexes in the tokenizer.json dialect (Oniguruma/JavaScript), in order.
+  /// `patterns` are the Split regexes in the tokenizer.json dialect (Oniguruma/JavaScript), in
+  /// order.
   static Result<std::unique_ptr<PreTokenizer>> Create(const std::vector<std::string>& patterns);
   ~PreTokenizer();
 

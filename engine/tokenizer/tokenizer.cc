@@ -38,9 +38,12 @@ bool ByteLevelToBytes(std::string_view s, std::string* out) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     uint32_t cp;
     int len;
-    if (c < 0x80) cp = c, len = 1;
-    else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F), len = 2;
-    else return false;
+    if (c < 0x80)
+      cp = c, len = 1;
+    else if ((c & 0xE0) == 0xC0 && i + 1 < s.size())
+      cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F), len = 2;
+    else
+      return false;
     auto it = map.find(cp);
     if (it == map.end()) return false;
     out->push_back(static_cast<char>(it->second));
@@ -109,7 +112,8 @@ Status Tokenizer::Parse(const std::string& json, const std::string& origin) {
       }
       patterns.emplace_back(regex);
     } else if (type == "ByteLevel") {
-      if (BoolOr(p, "use_regex", true) || BoolOr(p, "add_prefix_space", false)) return bad("ByteLevel with use_regex or add_prefix_space is unsupported");
+      if (BoolOr(p, "use_regex", true) || BoolOr(p, "add_prefix_space", false))
+        return bad("ByteLevel with use_regex or add_prefix_space is unsupported");
     } else {
       return bad("unsupported pre-tokenizer " + std::string(type));
     }
@@ -162,7 +166,8 @@ Status Tokenizer::Parse(const std::string& json, const std::string& origin) {
     if (!ByteLevelToBytes(a, &left) || !ByteLevelToBytes(b, &right)) return bad("bad merge");
     auto l = by_bytes.find(left), r = by_bytes.find(right), lr = by_bytes.find(left + right);
     if (l == by_bytes.end() || r == by_bytes.end() || lr == by_bytes.end()) {
-      return bad("merge of tokens missing from the vocabulary: " + std::string(a) + " " + std::string(b));
+      return bad("merge of tokens missing from the vocabulary: " + std::string(a) + " " +
+                 std::string(b));
     }
     table.push_back({l->second, r->second, lr->second});
   }
@@ -176,12 +181,15 @@ Status Tokenizer::Parse(const std::string& json, const std::string& origin) {
   for (auto a : added) {
     int64_t id;
     std::string_view content;
-    if (a["id"].get(id) || a["content"].get(content) || id < 0 || id > (1 << 24) || content.empty()) {
+    if (a["id"].get(id) || a["content"].get(content) || id < 0 || id > (1 << 24) ||
+        content.empty()) {
       return bad("added token needs an id and non-empty content");
     }
     const bool special = BoolOr(a, "special", false);
-    if (BoolOr(a, "lstrip", false) || BoolOr(a, "rstrip", false) || BoolOr(a, "single_word", false)) {
-      return bad("added token " + std::string(content) + ": lstrip/rstrip/single_word are unsupported");
+    if (BoolOr(a, "lstrip", false) || BoolOr(a, "rstrip", false) ||
+        BoolOr(a, "single_word", false)) {
+      return bad("added token " + std::string(content) +
+                 ": lstrip/rstrip/single_word are unsupported");
     }
     if (static_cast<size_t>(id) >= id_bytes_.size()) {
       id_bytes_.resize(id + 1);
@@ -258,8 +266,10 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, SpecialTokens mode
     text = repaired;
   }
   std::vector<int32_t> ids;
-  if (mode == SpecialTokens::kRecognize) EncodeRecognizing(text, &ids);
-  else EncodeText(text, &ids);
+  if (mode == SpecialTokens::kRecognize)
+    EncodeRecognizing(text, &ids);
+  else
+    EncodeText(text, &ids);
   return ids;
 }
 
@@ -275,15 +285,16 @@ Result<std::vector<int32_t>> Tokenizer::EncodePrompt(const RenderedPrompt& p) co
                              "' that the chat template needs");
     }
     if (b > pos) {
-      std::vector<int32_t> part = Encode(std::string_view(p.text).substr(pos, b - pos),
-                                         SpecialTokens::kPlainText);
+      std::vector<int32_t> part =
+          Encode(std::string_view(p.text).substr(pos, b - pos), SpecialTokens::kPlainText);
       ids.insert(ids.end(), part.begin(), part.end());
     }
     ids.push_back(*id);
     pos = e;
   }
   if (pos < p.text.size()) {
-    std::vector<int32_t> part = Encode(std::string_view(p.text).substr(pos), SpecialTokens::kPlainText);
+    std::vector<int32_t> part =
+        Encode(std::string_view(p.text).substr(pos), SpecialTokens::kPlainText);
     ids.insert(ids.end(), part.begin(), part.end());
   }
   return ids;
@@ -310,7 +321,8 @@ std::optional<int32_t> Tokenizer::AddedTokenId(std::string_view content) const {
 
 Status Tokenizer::RequireAddedTokens(const std::vector<std::string>& contents) const {
   for (const auto& c : contents) {
-    if (!AddedTokenId(c)) return InvalidArgument("the tokenizer lacks the special token '" + c + "'");
+    if (!AddedTokenId(c))
+      return InvalidArgument("the tokenizer lacks the special token '" + c + "'");
   }
   return Status::Ok();
 }

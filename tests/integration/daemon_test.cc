@@ -1,8 +1,8 @@
 // deepinferd end to end: the daemon runs on a temporary socket with a tiny model and is driven
 // through the client library and the CLI — concurrent clients, a client killed mid-stream, broken
 // frames, a version mismatch, a slow reader and SIGTERM with requests in flight.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -31,8 +31,9 @@ class Daemon {
  public:
   Daemon(const std::string& model, const std::string& socket, std::vector<std::string> extra = {})
       : socket_(socket) {
-    std::vector<std::string> args = {kBin + "/deepinferd", "--model", model, "--socket", socket,
-                                     "--tokenizer", "none", "--threads", "1", "--log-level", "warn"};
+    std::vector<std::string> args = {
+        kBin + "/deepinferd", "--model", model,         "--socket", socket, "--tokenizer", "none",
+        "--threads",          "1",       "--log-level", "warn"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -88,7 +89,8 @@ std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
     auto ev = c.NextEvent(30s);
     EXPECT_TRUE(ev.ok() && ev->has_value());
     if (!ev.ok() || !*ev) return {tokens, {}};
-    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens.push_back((*ev)->token);
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      tokens.push_back((*ev)->token);
     if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
         (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
       return {tokens, **ev};
@@ -137,8 +139,11 @@ TEST_F(DaemonTest, ConcurrentClientsGetTheReferenceGreedyToken) {
   for (auto& t : threads) t.join();
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(got[i], ReferenceNext(prompts[i])) << "client " << i;
   // The CLI prints the same token.
-  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ + " generate --prompt-ids 1,0,3,0 "
-                   "--max-tokens 1 --temperature 0 --format ids").c_str(), "r");
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
+                   " generate --prompt-ids 1,0,3,0 "
+                   "--max-tokens 1 --temperature 0 --format ids")
+                      .c_str(),
+                  "r");
   char buf[64] = {};
   ASSERT_NE(fgets(buf, sizeof(buf), p), nullptr);
   EXPECT_EQ(pclose(p), 0);
@@ -149,8 +154,9 @@ TEST_F(DaemonTest, BrokenFramesAndVersionMismatchDoNotDisturbOthers) {
   Daemon d(dir_ / "model", socket_);
   auto good = client::Client::Connect(socket_);
   ASSERT_TRUE(good.ok());
-  for (std::string garbage : {std::string("\xff\xff\xff\xff garbage"), std::string("\x05\x00\x00\x00{\"op", 9),
-                              std::string("\x02\x00\x00\x00[]", 6), std::string(1000, '\0')}) {
+  for (std::string garbage :
+       {std::string("\xff\xff\xff\xff garbage"), std::string("\x05\x00\x00\x00{\"op", 9),
+        std::string("\x02\x00\x00\x00[]", 6), std::string(1000, '\0')}) {
     auto raw = client::Client::Connect(socket_);
     ASSERT_TRUE(raw.ok());
     ASSERT_TRUE((*raw)->SendRaw(garbage).ok());
@@ -170,7 +176,8 @@ TEST_F(DaemonTest, BrokenFramesAndVersionMismatchDoNotDisturbOthers) {
   // A bad request on a good connection is a typed error, and the connection stays usable.
   auto bad = (*good)->Generate(Request(5, {1, 99999}, 1));
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("invalid_argument"), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("invalid_argument"), std::string::npos)
+      << bad.status().ToString();
   ASSERT_TRUE((*good)->Generate(Request(6, {1, 2}, 2)).ok());
   EXPECT_EQ(Drain(**good).first.size(), 2u);
   // Version mismatch: a typed refusal.
@@ -319,7 +326,8 @@ TEST_F(DaemonTest, ConcurrentRequestsOfOneClientAreBatched) {
     auto ev = (*c)->NextEvent(30s);
     ASSERT_TRUE(ev.ok() && ev->has_value());
     const auto& e = **ev;
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens[e.request_id].push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      tokens[e.request_id].push_back(e.token);
     if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) open.erase(e.request_id);
   }
   for (uint64_t id = 1; id <= 6; ++id) {
@@ -347,7 +355,8 @@ TEST_F(DaemonTest, PreemptionUnderATinyCacheKeepsOutputsExact) {
     auto ev = (*c)->NextEvent(60s);
     ASSERT_TRUE(ev.ok() && ev->has_value());
     const auto& e = **ev;
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) tokens[e.request_id].push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      tokens[e.request_id].push_back(e.token);
     if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) {
       EXPECT_EQ(e.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kLength));
       open.erase(e.request_id);
@@ -392,12 +401,15 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
     auto [text, reason] = run(id, R"({"type": "regex", "regex": "[a-z]{3}-[0-9]{2}"})", 1.0);
     EXPECT_EQ(reason, static_cast<uint16_t>(ipc::FinishReason::kStop)) << text;
     EXPECT_EQ(text.size(), 6u) << text;
-    EXPECT_TRUE(text.size() == 6 && std::islower(text[0]) && text[3] == '-' && std::isdigit(text[5]))
+    EXPECT_TRUE(text.size() == 6 && std::islower(text[0]) && text[3] == '-' &&
+                std::isdigit(text[5]))
         << text;
   }
-  auto [json, reason] = run(9, R"({"type": "json_schema", "json_schema": {"schema": )"
-                               R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, )"
-                               R"("required": ["ok"], "additionalProperties": false}}})", 0.0);
+  auto [json, reason] = run(9,
+                            R"({"type": "json_schema", "json_schema": {"schema": )"
+                            R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, )"
+                            R"("required": ["ok"], "additionalProperties": false}}})",
+                            0.0);
   EXPECT_TRUE(json == "{\"ok\":true}" || json == "{\"ok\":false}") << json;
   // A broken constraint is a typed error before anything runs.
   auto bad = Request(20, {1}, 4);
@@ -418,8 +430,10 @@ TEST_F(DaemonTest, SocketActivation) {
   std::unique_ptr<client::Client> c;
   for (int i = 0; i < 200 && !c; ++i) {
     auto r = client::Client::Connect(sock);
-    if (r.ok()) c = std::move(r).value();
-    else std::this_thread::sleep_for(100ms);
+    if (r.ok())
+      c = std::move(r).value();
+    else
+      std::this_thread::sleep_for(100ms);
   }
   ASSERT_NE(c, nullptr) << "no daemon behind the activated socket";
   ASSERT_TRUE(c->Generate(Request(1, {1, 2, 3}, 1)).ok());

@@ -117,7 +117,8 @@ TEST_F(GeneratorTest, CancellationAndSeededSampling) {
   EXPECT_EQ(*r, GenerationEnd::kCancelled);
   EXPECT_EQ(calls, 3);
   std::atomic<bool> cancel{true};
-  EXPECT_EQ(*g.Run(1, p, [](const GeneratedToken&) { return true; }, &cancel),
+  EXPECT_EQ(*g.Run(
+                1, p, [](const GeneratedToken&) { return true; }, &cancel),
             GenerationEnd::kCancelled);
 }
 
@@ -141,8 +142,10 @@ TEST_F(GeneratorTest, PenaltiesDiscourageRepeatsAndLogprobsAreReported) {
   }
   p.sampling.frequency_penalty = 3.0f;
   Generator g(*model_, tok_.get());
-  EXPECT_NE(g.Run(1, p, [](const GeneratedToken&) { return true; }).status().message().find(
-                "frequency_penalty"),
+  EXPECT_NE(g.Run(1, p, [](const GeneratedToken&) { return true; })
+                .status()
+                .message()
+                .find("frequency_penalty"),
             std::string::npos);
 }
 

@@ -104,7 +104,8 @@ TEST(LogitProcessorsTest, LogprobsAreNormalisedAndRanked) {
   EXPECT_EQ(lp.top[0].first, 1);  // tie at 3.0: lower id first
   EXPECT_EQ(lp.top[1].first, 2);
   EXPECT_EQ(lp.top[2].first, 0);
-  EXPECT_NEAR(std::exp(lp.top[0].second) + std::exp(lp.top[1].second), 2 * std::exp(3.0) / total, 1e-5);
+  EXPECT_NEAR(std::exp(lp.top[0].second) + std::exp(lp.top[1].second), 2 * std::exp(3.0) / total,
+              1e-5);
 }
 
 }  // namespace

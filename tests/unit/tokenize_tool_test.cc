@@ -42,29 +42,36 @@ TEST(TokenizeToolTest, EncodeAndDecodeJsonLines) {
   ASSERT_EQ(enc.code, 0) << enc.out;
   EXPECT_NE(enc.out.find("[128803,"), std::string::npos) << enc.out;
   EXPECT_EQ(std::count(enc.out.begin(), enc.out.end(), '\n'), 3);  // empty lines are skipped
-  ToolRun safe = Tool("encode --safe --tokenizer " + kTok + " --jsonl " + (dir / "in.jsonl"), false);
+  ToolRun safe =
+      Tool("encode --safe --tokenizer " + kTok + " --jsonl " + (dir / "in.jsonl"), false);
   EXPECT_EQ(safe.out.find("128803"), std::string::npos) << safe.out;
   testing::WriteFile(dir / "ids.jsonl", enc.out);
   ToolRun dec = Tool("decode --tokenizer " + kTok + " --jsonl " + (dir / "ids.jsonl"), false);
   ASSERT_EQ(dec.code, 0) << dec.out;
   EXPECT_EQ(dec.out, "\"Hello, world!\"\n\"<｜User｜>hi\"\n\"你好\"\n");
-  ToolRun skip = Tool("decode --skip-special --tokenizer " + kTok + " --jsonl " + (dir / "ids.jsonl"), false);
+  ToolRun skip =
+      Tool("decode --skip-special --tokenizer " + kTok + " --jsonl " + (dir / "ids.jsonl"), false);
   EXPECT_NE(skip.out.find("\"<｜User｜>hi\""), std::string::npos) << "<｜User｜> is not special";
 }
 
 TEST(TokenizeToolTest, ChatRendersThePromptAndItsIds) {
   TempDir dir;
-  testing::WriteFile(dir / "m.json",
-                     R"([{"role": "system", "content": "Be brief."},)"
-                     R"( {"role": "user", "content": "Hi <｜Assistant｜>"}])");
-  ToolRun r = Tool("chat --tokenizer " + kV4Tok + " --messages " + (dir / "m.json") + " --thinking", false);
+  testing::WriteFile(dir / "m.json", R"([{"role": "system", "content": "Be brief."},)"
+                                     R"( {"role": "user", "content": "Hi <｜Assistant｜>"}])");
+  ToolRun r =
+      Tool("chat --tokenizer " + kV4Tok + " --messages " + (dir / "m.json") + " --thinking", false);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.find("<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi <｜Assistant｜><｜Assistant｜><think>\n["), 0u) << r.out;
+  EXPECT_EQ(
+      r.out.find(
+          "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi <｜Assistant｜><｜Assistant｜><think>\n["),
+      0u)
+      << r.out;
   // BOS first, <think> last; the <｜Assistant｜> typed by the user stays text.
   EXPECT_NE(r.out.find("\n[0,"), std::string::npos);
   EXPECT_NE(r.out.find(",128798]\n"), std::string::npos) << r.out;
   const size_t ids = r.out.find("\n[");
-  EXPECT_EQ(r.out.substr(ids).find("128804"), r.out.substr(ids).rfind("128804")) << "one Assistant id";
+  EXPECT_EQ(r.out.substr(ids).find("128804"), r.out.substr(ids).rfind("128804"))
+      << "one Assistant id";
   // The V3 vocabulary lacks the V4 thinking markers: a clear error, not a wrong prompt.
   ToolRun v3 = Tool("chat --tokenizer " + kTok + " --messages " + (dir / "m.json"));
   EXPECT_EQ(v3.code, 2);

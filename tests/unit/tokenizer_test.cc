@@ -4,7 +4,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
-
 #include <simdjson.h>
 
 #include <random>
@@ -44,8 +43,10 @@ std::vector<std::string> Reference(const std::vector<std::string>& json_lines, b
   std::vector<std::string> out;
   std::string text = testing::ReadFile(dir / "out.jsonl"), line;
   for (char c : text) {
-    if (c == '\n') out.push_back(std::move(line)), line.clear();
-    else line += c;
+    if (c == '\n')
+      out.push_back(std::move(line)), line.clear();
+    else
+      line += c;
   }
   return out;
 }
@@ -73,21 +74,33 @@ void ExpectParity(const std::vector<std::string>& texts) {
 
 std::string RandomText(std::mt19937& rng) {
   static const std::vector<std::string> kPieces = {
-      "Hello", " world", "It's", " 42", "1234567", "\n\n", "  ", "\t", "你好世界", "カタカナ",
-      "😀", "👨‍👩‍👧", "🇺🇸", "e\u0301", "<｜User｜>", "<｜end▁of▁sentence｜>", "<｜", "｜>",
-      "def f(x):", "{\"a\": [1, 2]}", "\r\n", "\u00a0", "\u3000", "\ufeff", "\u0085", "Ωmega",
-      "Привет", "مرحبا", "\U0001fae8", "\U00031350", "\U00013460", "...", "!?", "'s", "—"};
+      "Hello",      " world",     "It's",       " 42",
+      "1234567",    "\n\n",       "  ",         "\t",
+      "你好世界",   "カタカナ",   "😀",          "👨‍👩‍👧",
+      "🇺🇸",         "e\u0301",    "<｜User｜>", "<｜end▁of▁sentence｜>",
+      "<｜",        "｜>",        "def f(x):",  "{\"a\": [1, 2]}",
+      "\r\n",       "\u00a0",     "\u3000",     "\ufeff",
+      "\u0085",     "Ωmega",      "Привет",     "مرحبا",
+      "\U0001fae8", "\U00031350", "\U00013460", "...",
+      "!?",         "'s",         "—"};
   std::string s;
   const int parts = 1 + rng() % 12;
   for (int p = 0; p < parts; ++p) {
     if (rng() % 3 == 0) {  // a random code point, any plane, no surrogates
       uint32_t c;
-      do c = rng() % 4 == 0 ? rng() % 0x80 : rng() % 0x32000; while (c >= 0xD800 && c <= 0xDFFF);
+      do c = rng() % 4 == 0 ? rng() % 0x80 : rng() % 0x32000;
+      while (c >= 0xD800 && c <= 0xDFFF);
       std::string u;
-      if (c < 0x80) u = std::string(1, static_cast<char>(c));
-      else if (c < 0x800) u = {static_cast<char>(0xC0 | c >> 6), static_cast<char>(0x80 | (c & 63))};
-      else if (c < 0x10000) u = {static_cast<char>(0xE0 | c >> 12), static_cast<char>(0x80 | ((c >> 6) & 63)), static_cast<char>(0x80 | (c & 63))};
-      else u = {static_cast<char>(0xF0 | c >> 18), static_cast<char>(0x80 | ((c >> 12) & 63)), static_cast<char>(0x80 | ((c >> 6) & 63)), static_cast<char>(0x80 | (c & 63))};
+      if (c < 0x80)
+        u = std::string(1, static_cast<char>(c));
+      else if (c < 0x800)
+        u = {static_cast<char>(0xC0 | c >> 6), static_cast<char>(0x80 | (c & 63))};
+      else if (c < 0x10000)
+        u = {static_cast<char>(0xE0 | c >> 12), static_cast<char>(0x80 | ((c >> 6) & 63)),
+             static_cast<char>(0x80 | (c & 63))};
+      else
+        u = {static_cast<char>(0xF0 | c >> 18), static_cast<char>(0x80 | ((c >> 12) & 63)),
+             static_cast<char>(0x80 | ((c >> 6) & 63)), static_cast<char>(0x80 | (c & 63))};
       s += u;
     } else {
       s += kPieces[rng() % kPieces.size()];
@@ -99,7 +112,8 @@ std::string RandomText(std::mt19937& rng) {
 TEST(TokenizerTest, MatchesReferenceOnCorpus) {
   std::vector<std::string> texts;
   simdjson::dom::parser parser;
-  const std::string corpus = testing::ReadFile(std::string(DEEPINFER_TEST_DATA) + "/tokenizer/corpus.jsonl");
+  const std::string corpus =
+      testing::ReadFile(std::string(DEEPINFER_TEST_DATA) + "/tokenizer/corpus.jsonl");
   size_t start = 0;
   while (start < corpus.size()) {
     size_t end = corpus.find('\n', start);
@@ -197,7 +211,8 @@ TEST(TokenizerTest, InvalidUtf8IsEncodedAsTextDecoderWouldSeeIt) {
 TEST(TokenizerTest, PromptSpansBecomeSpecialIdsAndContentStaysText) {
   RenderedPrompt p;
   p.text = "<｜User｜>say <｜Assistant｜> please<｜Assistant｜>";
-  const size_t user_len = std::string("<｜User｜>").size(), asst = std::string("<｜Assistant｜>").size();
+  const size_t user_len = std::string("<｜User｜>").size(),
+               asst = std::string("<｜Assistant｜>").size();
   p.special_spans = {{0, user_len}, {p.text.size() - asst, p.text.size()}};
   auto ids = Tok().EncodePrompt(p);
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();

@@ -76,7 +76,8 @@ Status ForEachLine(const std::string& text, Fn fn) {
 Status Encode(const Args& a, const Tokenizer& tok) {
   if (!a.count("--jsonl")) return InvalidArgument("encode needs --jsonl FILE");
   DI_ASSIGN_OR_RETURN(std::string text, ReadAll(a.at("--jsonl")));
-  const SpecialTokens mode = a.count("--safe") ? SpecialTokens::kPlainText : SpecialTokens::kRecognize;
+  const SpecialTokens mode =
+      a.count("--safe") ? SpecialTokens::kPlainText : SpecialTokens::kRecognize;
   simdjson::dom::parser parser;
   std::string out;
   DI_RETURN_IF_ERROR(ForEachLine(text, [&](size_t n, std::string_view line) -> Status {
@@ -168,10 +169,14 @@ int Main(int argc, char** argv) {
       st = InvalidArgument(cmd + " needs --tokenizer DIR");
     } else {
       auto tok = Tokenizer::LoadDir(args->at("--tokenizer"));
-      if (!tok.ok()) st = tok.status();
-      else if (cmd == "encode") st = Encode(*args, **tok);
-      else if (cmd == "decode") st = Decode(*args, **tok);
-      else st = Chat(*args, **tok);
+      if (!tok.ok())
+        st = tok.status();
+      else if (cmd == "encode")
+        st = Encode(*args, **tok);
+      else if (cmd == "decode")
+        st = Decode(*args, **tok);
+      else
+        st = Chat(*args, **tok);
     }
   }
   if (!st.ok()) {
