@@ -247,6 +247,9 @@ const std::vector<OptionSpec>& OptionTable() {
       "memory for sequences' cache state (suffix K, M or G); past it the newest running request is "
       "preempted and recomputed later; 0 = unlimited", false},
      SetUint<&C::cache_memory_bytes, 0, 1ull << 40, true>, Same<&C::cache_memory_bytes>},
+    {{"prefix_cache_bytes", "BYTES", "256M",
+      "memory for prefix snapshots at 128-token boundaries (suffix K, M or G); 0 = off", false},
+     SetUint<&C::prefix_cache_bytes, 0, 1ull << 40, true>, Same<&C::prefix_cache_bytes>},
     {{"batch_requests", "N", "64", "requests advanced together in one engine step", false},
      SetUint<&C::batch_requests, 1, 4096>, Same<&C::batch_requests>},
     {{"step_token_budget", "N", "512", "tokens per engine step (prefill chunks share what decode leaves)", false},

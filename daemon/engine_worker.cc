@@ -48,6 +48,14 @@ void EngineWorker::Loop() {
   std::deque<Running> preempted;  // back in line before new requests
   uint64_t admissions = 0;
   const uint64_t budget_bytes = options_.cache_memory_bytes;
+  PrefixCache prefix_cache(options_.prefix_cache_bytes);
+  // A request (new or preempted) starts from the longest cached prefix of what it has seen.
+  auto resume = [&](RequestState& st) {
+    SequenceState cached;
+    if (prefix_cache.Lookup(st.context(), &cached) > 0) st.ResumeFrom(std::move(cached));
+    stats_.prefix_cache_hit_tokens.store(prefix_cache.hit_tokens(), std::memory_order_relaxed);
+    stats_.prefix_cache_lookup_tokens.store(prefix_cache.lookup_tokens(), std::memory_order_relaxed);
+  };
   auto cache_bytes = [&] {
     uint64_t b = 0;
     for (const Running& r : running) b += r.state->seq().bytes();
@@ -70,6 +78,7 @@ void EngineWorker::Loop() {
              (budget_bytes == 0 || running.empty() || cache_bytes() < budget_bytes);
     };
     while (!preempted.empty() && has_room()) {
+      resume(*preempted.front().state);
       running.push_back(std::move(preempted.front()));
       preempted.pop_front();
     }
@@ -88,6 +97,7 @@ void EngineWorker::Loop() {
       }
       stats_.prompt_tokens.fetch_add(job->params.prompt.size());
       auto state = std::make_unique<RequestState>(model_, tok_, job->stream, job->params);
+      resume(*state);
       running.push_back({std::move(job), std::move(state), admissions++});
     }
     stats_.running.store(static_cast<int64_t>(running.size()));
@@ -136,7 +146,7 @@ void EngineWorker::Loop() {
         RequestState& st = *running[i].state;
         if (st.prefilling() != (pass == 1)) continue;
         if (pass == 1 && budget <= 0 && !items.empty()) break;
-        std::span<const int32_t> in = st.NextInput(budget);
+        std::span<const int32_t> in = st.NextInput(budget, options_.prefix_cache_bytes > 0);
         budget -= static_cast<int64_t>(in.size());
         item_of[i] = items.size();
         items.push_back({&st.seq(), in, nullptr, nullptr, true});
@@ -154,6 +164,12 @@ void EngineWorker::Loop() {
       if (!st.ok()) {
         finish(i, st);
         continue;
+      }
+      // A prefill chunk that ended on a block boundary leaves a state worth keeping.
+      const SequenceState& seq = running[i].state->seq();
+      if (items[item_of[i]].tokens.size() > 1 && seq.length % PrefixCache::kBlock == 0) {
+        prefix_cache.Insert(running[i].state->context().first(seq.length), seq);
+        stats_.prefix_cache_bytes.store(prefix_cache.bytes(), std::memory_order_relaxed);
       }
       EngineJob& job = *running[i].job;
       auto end =

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/cache/prefix_cache.h"
 #include "engine/scheduler/generator.h"
 
 namespace deepinfer {
@@ -41,6 +42,9 @@ struct EngineStats {
   std::atomic<uint64_t> steps{0};        // engine progress, fed to the systemd watchdog
   std::atomic<uint64_t> cache_bytes{0};  // per-sequence state of the running requests
   std::atomic<uint64_t> preemptions{0};
+  std::atomic<uint64_t> prefix_cache_hit_tokens{0};
+  std::atomic<uint64_t> prefix_cache_lookup_tokens{0};
+  std::atomic<uint64_t> prefix_cache_bytes{0};
 };
 
 class EngineWorker {
@@ -50,6 +54,7 @@ class EngineWorker {
     size_t max_running = 64;          // requests in one batch
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
     uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
+    uint64_t prefix_cache_bytes = 0;  // snapshots of prefixes at 128-token boundaries; 0 = off
   };
   EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
   EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)

@@ -62,6 +62,7 @@ int Run(int argc, char** argv) {
   engine_options.max_running = cfg.batch_requests;
   engine_options.step_token_budget = cfg.step_token_budget;
   engine_options.cache_memory_bytes = cfg.cache_memory_bytes;
+  engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
   EngineWorker engine(model, tokenizer.get(), engine_options);
   engine.Start();
   if (cfg.warmup) {

@@ -114,6 +114,9 @@ std::string Server::StatusJson() const {
   j += ", \"cache_bytes\": " + std::to_string(e.cache_bytes.load());
   j += ", \"cache_memory_bytes\": " + std::to_string(config_.cache_memory_bytes);
   j += ", \"preemptions\": " + std::to_string(e.preemptions.load());
+  j += ", \"prefix_cache_hit_tokens\": " + std::to_string(e.prefix_cache_hit_tokens.load());
+  j += ", \"prefix_cache_lookup_tokens\": " + std::to_string(e.prefix_cache_lookup_tokens.load());
+  j += ", \"prefix_cache_bytes\": " + std::to_string(e.prefix_cache_bytes.load());
   j += ", \"bad_frames\": " + std::to_string(counters_.bad_frames.load());
   j += "}";
   return j;

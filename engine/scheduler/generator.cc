@@ -69,9 +69,16 @@ RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t st
   }
 }
 
-std::span<const int32_t> RequestState::NextInput(int64_t budget) {
+std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_block) {
   const size_t done = static_cast<size_t>(seq_.length);
-  const size_t n = std::min<size_t>(context_.size() - done, std::max<int64_t>(budget, 1));
+  size_t n = std::min<size_t>(context_.size() - done, std::max<int64_t>(budget, 1));
+  // A chunk that stops short of the end stops at a 128-token boundary when it can, where the
+  // state can be snapshotted for the prefix cache.
+  constexpr size_t kBlock = 128;
+  if (done + n < context_.size() || stop_at_block) {
+    const size_t aligned = (done + n) / kBlock * kBlock;
+    if (aligned > done && (aligned < done + n || done + n < context_.size())) n = aligned - done;
+  }
   return std::span<const int32_t>(&context_[done], n);
 }
 

@@ -56,10 +56,16 @@ class RequestState {
   bool prefilling() const { return context_.size() - static_cast<size_t>(seq_.length) > 1; }
   /// The tokens for the next step: up to `budget` (at least one) of those the model has not
   /// seen — prompt chunks, then the token sampled last.
-  std::span<const int32_t> NextInput(int64_t budget);
+  /// With stop_at_block, a chunk that crosses a 128-token boundary ends there (so the state at
+  /// the boundary can be snapshotted for the prefix cache).
+  std::span<const int32_t> NextInput(int64_t budget, bool stop_at_block = false);
   /// Frees the cache state; the request continues later by recomputing its prompt and output
   /// (exactly, since the forward does not depend on how a sequence is split).
   void Preempt() { seq_ = model_.NewSequence(); }
+  /// Every token so far: the prompt, then the sampled ones.
+  std::span<const int32_t> context() const { return context_; }
+  /// Continues from a cached state covering the first state.length tokens of context().
+  void ResumeFrom(SequenceState state) { seq_ = std::move(state); }
   /// After the step: `last_logits` [vocab] of the last row fed (modified in place). While the
   /// prompt is not finished nothing is sampled. Returns the end of the request, or nullopt to go
   /// on.

@@ -417,6 +417,40 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
+// A second request sharing a 300-token prefix resumes from the cached 256-token snapshot and
+// produces exactly what it produces with the cache off.
+TEST_F(DaemonTest, PrefixCacheHitsAndKeepsOutputsExact) {
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 300; ++i) prefix.push_back((i * 37 + 11) % 512);
+  auto with_suffix = [&](std::vector<int32_t> tail) {
+    auto p = prefix;
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  std::vector<int32_t> out_cached, out_plain;
+  {
+    Daemon d(dir_ / "model", socket_);
+    auto c = client::Client::Connect(socket_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Generate(Request(1, with_suffix({1, 2}), 4)).ok());
+    Drain(**c);
+    ASSERT_TRUE((*c)->Generate(Request(2, with_suffix({3, 4, 5}), 8)).ok());
+    out_cached = Drain(**c).first;
+    auto status = (*c)->GetStatus();
+    ASSERT_TRUE(status.ok());
+    EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":256"), std::string::npos) << *status;
+  }
+  {
+    const std::string sock2 = dir_ / "plain.sock";
+    Daemon d(dir_ / "model", sock2, {"--prefix-cache-bytes", "0"});
+    auto c = client::Client::Connect(sock2);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Generate(Request(2, with_suffix({3, 4, 5}), 8)).ok());
+    out_plain = Drain(**c).first;
+  }
+  EXPECT_EQ(out_cached, out_plain);
+}
+
 // Under systemd socket activation the daemon adopts the listening socket it is given.
 TEST_F(DaemonTest, SocketActivation) {
   const std::string sock = dir_ / "activated.sock";

@@ -145,6 +145,8 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "64M",
                   "--batch-requests",
                   "8",
+                  "--prefix-cache-bytes",
+                  "0",
                   "--step-token-budget",
                   "100"});
   ASSERT_TRUE(c.ok()) << Error(c);
@@ -168,6 +170,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_FALSE(c->warmup);
   EXPECT_EQ(c->cache_memory_bytes, 64ull << 20);
   EXPECT_EQ(c->batch_requests, 8u);
+  EXPECT_EQ(c->prefix_cache_bytes, 0u);
   EXPECT_EQ(c->step_token_budget, 100u);
   // Every option differs from its default, so the test covers the whole table.
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
@@ -363,6 +366,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "drain_timeout_seconds",
                                           "event_ring_slots",
                                           "cache_memory_bytes",
+                                          "prefix_cache_bytes",
                                           "batch_requests",
                                           "step_token_budget",
                                           "watchdog",

@@ -284,3 +284,55 @@ TEST(ModelBatchTest, AnInvalidItemChangesNothing) {
 
 }  // namespace
 }  // namespace deepinfer
+
+#include "engine/cache/prefix_cache.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(PrefixCacheTest, LongestBlockPrefixLruAndBudget) {
+  testing::TempDir dir;
+  ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  auto be = MakeCpuBackend(1);
+  Model m(**ck, *be, Numerics::kExact);
+  std::vector<int32_t> toks(400);
+  for (int i = 0; i < 400; ++i) toks[i] = (i * 13 + 1) % 512;
+  auto state_after = [&](int64_t n) {
+    auto s = m.NewSequence();
+    std::vector<float> logits(n * 512);
+    EXPECT_TRUE(m.Forward(s, std::span<const int32_t>(toks.data(), n), logits.data(), nullptr).ok());
+    return s;
+  };
+  const SequenceState s128 = state_after(128), s256 = state_after(256);
+  PrefixCache cache(s128.bytes() * 4);
+  cache.Insert(std::span<const int32_t>(toks.data(), 128), s128);
+  cache.Insert(std::span<const int32_t>(toks.data(), 256), s256);
+  cache.Insert(std::span<const int32_t>(toks.data(), 100), s128);  // not block-aligned: ignored
+  EXPECT_EQ(cache.entries(), 2u);
+  SequenceState got;
+  EXPECT_EQ(cache.Lookup(toks, &got), 256);  // the longest
+  EXPECT_EQ(got.length, 256);
+  // Exactly 256 tokens: one must stay to be fed, so the 128 snapshot is used.
+  EXPECT_EQ(cache.Lookup(std::span<const int32_t>(toks.data(), 256), &got), 128);
+  std::vector<int32_t> other = toks;
+  other[5] ^= 1;
+  EXPECT_EQ(cache.Lookup(other, &got), 0);
+  EXPECT_EQ(cache.hit_tokens(), 384u);
+  // Resuming from a snapshot gives the logits of the full pass.
+  std::vector<float> full(400 * 512), rest(144 * 512);
+  auto fresh = m.NewSequence();
+  ASSERT_TRUE(m.Forward(fresh, toks, full.data(), nullptr).ok());
+  ASSERT_EQ(cache.Lookup(toks, &got), 256);
+  ASSERT_TRUE(m.Forward(got, std::span<const int32_t>(toks.data() + 256, 144), rest.data(), nullptr).ok());
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), full.begin() + 256 * 512));
+  // A budget of about one snapshot evicts the least recently used.
+  PrefixCache small(s256.bytes() + 256 * 4);
+  small.Insert(std::span<const int32_t>(toks.data(), 128), s128);
+  small.Insert(std::span<const int32_t>(toks.data(), 256), s256);
+  EXPECT_EQ(small.entries(), 1u);
+  EXPECT_LE(small.bytes(), s256.bytes() + 256 * 4);
+}
+
+}  // namespace
+}  // namespace deepinfer
