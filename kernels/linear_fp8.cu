@@ -63,63 +63,88 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
   }
 }
 
-
 __device__ __forceinline__ float E8M0(int e) {
   return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, e - 127);
 }
 
 // Fast path for rows whose width is a multiple of 512 and 16-byte aligned: each lane loads 16
 // weights at once, so a warp streams 512 bytes (four scale blocks) per step; unrolling keeps two
-// such loads in flight, which is what the plain path lacks to approach HBM bandwidth.
-template <int Rows>
+// such loads in flight. With several activation rows a warp takes Outs weight rows, so every
+// activation load from L1 serves Outs weight rows instead of one.
+template <int Rows, int Outs>
 __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w,
                                   const uint8_t* __restrict__ scale, int64_t out, int64_t in,
                                   const float* __restrict__ x, float* __restrict__ y) {
+  static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   const int lane = threadIdx.x & 31;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (o >= out) return;
+  const int64_t o0 =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
+  if (o0 >= out) return;
   const int64_t scale_cols = in / 128;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + o * in);
-  const uint8_t* sr = scale + (o / 128) * scale_cols;
-  float acc[Rows];
+  const uint8_t* sr = scale + (o0 / 128) * scale_cols;
+  const uint4* wr[Outs];
 #pragma unroll
-  for (int r = 0; r < Rows; ++r) acc[r] = 0.0f;
+  for (int j = 0; j < Outs; ++j) {
+    // Rows past the end re-read the last row; their results are not stored.
+    wr[j] = reinterpret_cast<const uint4*>(w + (o0 + j < out ? o0 + j : out - 1) * in);
+  }
+  float acc[Outs][Rows];
+#pragma unroll
+  for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
+  }
 #pragma unroll 2
   for (int64_t base = 0; base < in; base += 512) {
     const int64_t i0 = base + lane * 16;
-    const uint4 packed = __ldg(wr + i0 / 16);
+    uint4 packed[Outs];
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) packed[j] = __ldg(wr[j] + i0 / 16);
     const float s = E8M0(__ldg(sr + i0 / 128));
-    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
     // Hardware FP8->FP16 conversion is exact for e4m3; the power-of-two block scale is applied
     // once per 16 products, which rounds identically to scaling each weight.
-    float wv[16];
+    float wv[Outs][16];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-          static_cast<__nv_fp8x2_storage_t>((words[k / 2] >> (16 * (k % 2))) & 0xffff), __NV_E4M3);
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-      wv[2 * k] = f.x;
-      wv[2 * k + 1] = f.y;
+    for (int j = 0; j < Outs; ++j) {
+      const uint32_t words[4] = {packed[j].x, packed[j].y, packed[j].z, packed[j].w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+            static_cast<__nv_fp8x2_storage_t>((words[k / 2] >> (16 * (k % 2))) & 0xffff),
+            __NV_E4M3);
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+        wv[j][2 * k] = f.x;
+        wv[j][2 * k + 1] = f.y;
+      }
     }
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
       const float4* xr = reinterpret_cast<const float4*>(x + r * in + i0);
-      float part = 0.0f;
+      float part[Outs];
+#pragma unroll
+      for (int j = 0; j < Outs; ++j) part[j] = 0.0f;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const float4 xv = __ldg(xr + q);
-        part += wv[4 * q] * xv.x + wv[4 * q + 1] * xv.y + wv[4 * q + 2] * xv.z +
-                wv[4 * q + 3] * xv.w;
+#pragma unroll
+        for (int j = 0; j < Outs; ++j) {
+          part[j] += wv[j][4 * q] * xv.x + wv[j][4 * q + 1] * xv.y + wv[j][4 * q + 2] * xv.z +
+                     wv[j][4 * q + 3] * xv.w;
+        }
       }
-      acc[r] += part * s;
+#pragma unroll
+      for (int j = 0; j < Outs; ++j) acc[j][r] += part[j] * s;
     }
   }
 #pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-    float v = acc[r];
+  for (int j = 0; j < Outs; ++j) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) y[r * out + o] = v;
+    for (int r = 0; r < Rows; ++r) {
+      float v = acc[j][r];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && o0 + j < out) y[r * out + o0 + j] = v;
+    }
   }
 }
 
@@ -127,11 +152,15 @@ template <int Rows>
 int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
            float* y, cudaStream_t stream) {
   const int64_t blocks = (out + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  // One activation row is bound by weight bandwidth alone; more rows reuse activations.
+  constexpr int kOuts = Rows == 1 ? 1 : 4;
+  const int64_t wide_blocks = (out + kWarpsPerBlock * kOuts - 1) / (kWarpsPerBlock * kOuts);
   const bool wide = in % 512 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
-    Fp8GemvWideKernel<Rows><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
-        w, scale, out, in, x, y);
+    Fp8GemvWideKernel<Rows, kOuts>
+        <<<static_cast<unsigned>(wide_blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out,
+                                                                                  in, x, y);
   } else {
     Fp8GemvKernel<Rows><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
         w, scale, out, in, x, y);
