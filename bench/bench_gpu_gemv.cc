@@ -37,8 +37,11 @@ int main() {
   struct Shape {
     const char* name;
     int64_t out, in;
-  } shapes[] = {{"wq_b", 32768, 1024}, {"wo_a", 8192, 4096}, {"wo_b", 4096, 8192},
-                {"shared_w1", 2048, 4096}, {"wq_a", 1024, 4096}};
+  } shapes[] = {{"wq_b", 32768, 1024},
+                {"wo_a", 8192, 4096},
+                {"wo_b", 4096, 8192},
+                {"shared_w1", 2048, 4096},
+                {"wq_a", 1024, 4096}};
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
     // Many copies of the weight so that each launch reads cold HBM, not L2.
@@ -52,22 +55,26 @@ int main() {
     cudaMalloc(reinterpret_cast<void**>(&ds), sbytes);
     cudaMalloc(reinterpret_cast<void**>(&dx), 8 * s.in * sizeof(float));
     cudaMalloc(reinterpret_cast<void**>(&dy), 8 * s.out * sizeof(float));
-    for (int c = 0; c < copies; ++c) cudaMemcpy(dw + c * wbytes, hw.data(), wbytes, cudaMemcpyHostToDevice);
+    for (int c = 0; c < copies; ++c)
+      cudaMemcpy(dw + c * wbytes, hw.data(), wbytes, cudaMemcpyHostToDevice);
     cudaMemcpy(ds, hs.data(), sbytes, cudaMemcpyHostToDevice);
     cudaMemset(dx, 0, 8 * s.in * sizeof(float));
     for (int rows : {1, 8}) {
-      for (int c = 0; c < copies; ++c) deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
+      for (int c = 0; c < copies; ++c)
+        deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
       cudaEventRecord(a);
-      for (int c = 0; c < copies; ++c) deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
+      for (int c = 0; c < copies; ++c)
+        deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
       cudaEventRecord(b);
       cudaEventSynchronize(b);
       cudaEventElapsedTime(&ms, a, b);
       const double us = ms * 1e3 / copies;
       const double tbs = (wbytes + sbytes) / (us * 1e-6) / 1e12;
-      std::printf("{\"shape\": \"%s\", \"out\": %lld, \"in\": %lld, \"rows\": %d, \"us\": %.2f, "
-                  "\"weight_tb_s\": %.3f, \"of_copy_ceiling\": %.2f}\n",
-                  s.name, static_cast<long long>(s.out), static_cast<long long>(s.in), rows, us, tbs,
-                  tbs / copy_tbs);
+      std::printf(
+          "{\"shape\": \"%s\", \"out\": %lld, \"in\": %lld, \"rows\": %d, \"us\": %.2f, "
+          "\"weight_tb_s\": %.3f, \"of_copy_ceiling\": %.2f}\n",
+          s.name, static_cast<long long>(s.out), static_cast<long long>(s.in), rows, us, tbs,
+          tbs / copy_tbs);
     }
     cudaFree(dw);
     cudaFree(ds);

@@ -72,9 +72,9 @@ __device__ __forceinline__ float E8M0(int e) {
 // such loads in flight. With several activation rows a warp takes Outs weight rows, so every
 // activation load from L1 serves Outs weight rows instead of one.
 template <int Rows, int Outs>
-__global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w,
-                                  const uint8_t* __restrict__ scale, int64_t out, int64_t in,
-                                  const float* __restrict__ x, float* __restrict__ y) {
+__global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
+                                  int64_t out, int64_t in, const float* __restrict__ x,
+                                  float* __restrict__ y) {
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   const int lane = threadIdx.x & 31;
   const int64_t o0 =
@@ -159,8 +159,8 @@ int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, cons
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
     Fp8GemvWideKernel<Rows, kOuts>
-        <<<static_cast<unsigned>(wide_blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out,
-                                                                                  in, x, y);
+        <<<static_cast<unsigned>(wide_blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in,
+                                                                                 x, y);
   } else {
     Fp8GemvKernel<Rows><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
         w, scale, out, in, x, y);
@@ -174,15 +174,24 @@ int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in
                  int rows, float* y, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   switch (rows) {
-    case 1: return Launch<1>(w, scale, out, in, x, y, s);
-    case 2: return Launch<2>(w, scale, out, in, x, y, s);
-    case 3: return Launch<3>(w, scale, out, in, x, y, s);
-    case 4: return Launch<4>(w, scale, out, in, x, y, s);
-    case 5: return Launch<5>(w, scale, out, in, x, y, s);
-    case 6: return Launch<6>(w, scale, out, in, x, y, s);
-    case 7: return Launch<7>(w, scale, out, in, x, y, s);
-    case 8: return Launch<kMaxRows>(w, scale, out, in, x, y, s);
-    default: return static_cast<int>(cudaErrorInvalidValue);
+    case 1:
+      return Launch<1>(w, scale, out, in, x, y, s);
+    case 2:
+      return Launch<2>(w, scale, out, in, x, y, s);
+    case 3:
+      return Launch<3>(w, scale, out, in, x, y, s);
+    case 4:
+      return Launch<4>(w, scale, out, in, x, y, s);
+    case 5:
+      return Launch<5>(w, scale, out, in, x, y, s);
+    case 6:
+      return Launch<6>(w, scale, out, in, x, y, s);
+    case 7:
+      return Launch<7>(w, scale, out, in, x, y, s);
+    case 8:
+      return Launch<kMaxRows>(w, scale, out, in, x, y, s);
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
   }
 }
 

@@ -9,7 +9,7 @@
 namespace deepinfer::kernels {
 
 /// rows <= 8 (decode batches; larger batches belong to a tensor-core GEMM).
-int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in,
-                 const float* x, int rows, float* y, void* stream);
+int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
+                 int rows, float* y, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -27,11 +27,13 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto cpu = MakeCpuBackend(4);
-  for (auto [out, in] : {std::pair<int64_t, int64_t>{300, 200}, {1, 129}, {4096, 7168}, {257, 1024}, {2, 512}}) {
+  for (auto [out, in] :
+       {std::pair<int64_t, int64_t>{300, 200}, {1, 129}, {4096, 7168}, {257, 1024}, {2, 512}}) {
     for (int rows : {1, 3, 8}) {
       std::vector<uint8_t> w(out * in), s(((out + 127) / 128) * ((in + 127) / 128));
       for (auto& b : w) {
-        do b = static_cast<uint8_t>(rng()); while ((b & 0x7f) == 0x7f);
+        do b = static_cast<uint8_t>(rng());
+        while ((b & 0x7f) == 0x7f);
       }
       for (auto& b : s) b = static_cast<uint8_t>(118 + rng() % 12);
       std::vector<float> x(rows * in), y_cpu(rows * out), y_gpu(rows * out);
@@ -53,7 +55,8 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
       cudaMemcpy(y_gpu.data(), dy, y_gpu.size() * 4, cudaMemcpyDeviceToHost);
       for (int64_t i = 0; i < rows * out; ++i) {
         const float ref = y_cpu[i];
-        ASSERT_NEAR(y_gpu[i], ref, 1e-4f * (1.0f + std::fabs(ref)) * std::sqrt(static_cast<float>(in)))
+        ASSERT_NEAR(y_gpu[i], ref,
+                    1e-4f * (1.0f + std::fabs(ref)) * std::sqrt(static_cast<float>(in)))
             << out << "x" << in << " rows " << rows << " at " << i;
       }
       cudaFree(dw);
