@@ -1,5 +1,6 @@
 #include "daemon/engine_worker.h"
 
+#include <algorithm>
 #include <deque>
 
 namespace deepinfer {
@@ -42,7 +43,8 @@ void EngineWorker::Loop() {
   struct Running {
     std::shared_ptr<EngineJob> job;
     std::unique_ptr<RequestState> state;
-    uint64_t admitted;  // admission order: the newest is preempted first
+    uint64_t admitted;     // admission order: the newest is preempted first
+    bool started = false;  // has been looked up in the prefix cache and scheduled
   };
   std::vector<Running> running;
   std::deque<Running> preempted;  // back in line before new requests
@@ -54,7 +56,28 @@ void EngineWorker::Loop() {
     SequenceState cached;
     if (prefix_cache.Lookup(st.context(), &cached) > 0) st.ResumeFrom(std::move(cached));
     stats_.prefix_cache_hit_tokens.store(prefix_cache.hit_tokens(), std::memory_order_relaxed);
-    stats_.prefix_cache_lookup_tokens.store(prefix_cache.lookup_tokens(), std::memory_order_relaxed);
+    stats_.prefix_cache_lookup_tokens.store(prefix_cache.lookup_tokens(),
+                                            std::memory_order_relaxed);
+  };
+  // A request about to start waits while a started request is still prefilling a block-aligned
+  // prefix they share, so it resumes from that snapshot instead of computing the prefix again.
+  // Only started requests are waited on, and they never wait, so this cannot deadlock.
+  auto shares_prefix_in_flight = [&](size_t i) {
+    if (options_.prefix_cache_bytes == 0) return false;
+    const std::span<const int32_t> ctx = running[i].state->context();
+    for (size_t j = 0; j < running.size(); ++j) {
+      if (j == i || !running[j].started || !running[j].state->prefilling()) continue;
+      const std::span<const int32_t> other = running[j].state->context();
+      const size_t n = std::min(ctx.size() - 1, other.size());
+      const size_t common = static_cast<size_t>(
+          std::mismatch(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(n), other.begin())
+              .first -
+          ctx.begin());
+      const int64_t shared =
+          static_cast<int64_t>(common) / PrefixCache::kBlock * PrefixCache::kBlock;
+      if (shared > 0 && running[j].state->seq().length < shared) return true;
+    }
+    return false;
   };
   auto cache_bytes = [&] {
     uint64_t b = 0;
@@ -78,7 +101,7 @@ void EngineWorker::Loop() {
              (budget_bytes == 0 || running.empty() || cache_bytes() < budget_bytes);
     };
     while (!preempted.empty() && has_room()) {
-      resume(*preempted.front().state);
+      preempted.front().started = false;
       running.push_back(std::move(preempted.front()));
       preempted.pop_front();
     }
@@ -97,7 +120,6 @@ void EngineWorker::Loop() {
       }
       stats_.prompt_tokens.fetch_add(job->params.prompt.size());
       auto state = std::make_unique<RequestState>(model_, tok_, job->stream, job->params);
-      resume(*state);
       running.push_back({std::move(job), std::move(state), admissions++});
     }
     stats_.running.store(static_cast<int64_t>(running.size()));
@@ -146,6 +168,11 @@ void EngineWorker::Loop() {
         RequestState& st = *running[i].state;
         if (st.prefilling() != (pass == 1)) continue;
         if (pass == 1 && budget <= 0 && !items.empty()) break;
+        if (!running[i].started) {
+          if (shares_prefix_in_flight(i)) continue;
+          resume(st);
+          running[i].started = true;
+        }
         std::span<const int32_t> in = st.NextInput(budget, options_.prefix_cache_bytes > 0);
         budget -= static_cast<int64_t>(in.size());
         item_of[i] = items.size();

@@ -451,6 +451,54 @@ TEST_F(DaemonTest, PrefixCacheHitsAndKeepsOutputsExact) {
   EXPECT_EQ(out_cached, out_plain);
 }
 
+// The engine issue's acceptance run: 48 concurrent greedy requests (prompts of 150-290 tokens in
+// four families sharing a 140-token prefix, 12 new tokens each) return exactly what each returns
+// alone on a daemon without the prefix cache, first tokens are the reference's greedy choice, and
+// requests that arrive together share their common prefix through the cache.
+TEST_F(DaemonTest, FortyEightConcurrentRequestsEqualAloneAndSharePrefixes) {
+  constexpr int kRequests = 48;
+  std::vector<std::vector<int32_t>> prompts(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    const int family = i % 4;
+    for (int t = 0; t < 140; ++t) prompts[i].push_back((t * 53 + family * 97 + 3) % 512);
+    const int length = 150 + (i * 37) % 141;
+    for (int t = 140; t < length; ++t) prompts[i].push_back((t * 29 + i * 71 + 1) % 512);
+  }
+  std::vector<std::vector<int32_t>> together(kRequests);
+  {
+    Daemon d(dir_ / "model", socket_, {"--threads", "2", "--max-requests-per-client", "64"});
+    auto c = client::Client::Connect(socket_);
+    ASSERT_TRUE(c.ok());
+    for (int i = 0; i < kRequests; ++i) {
+      auto accepted = (*c)->Generate(Request(static_cast<uint64_t>(i + 1), prompts[i], 12));
+      ASSERT_TRUE(accepted.ok()) << i << " " << accepted.status().ToString();
+    }
+    for (int open = kRequests; open > 0;) {
+      auto ev = (*c)->NextEvent(60s);
+      ASSERT_TRUE(ev.ok() && ev->has_value());
+      const auto& e = **ev;
+      if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+        together[e.request_id - 1].push_back(e.token);
+      ASSERT_NE(e.kind, static_cast<uint16_t>(ipc::EventKind::kError));
+      if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) --open;
+    }
+    auto status = (*c)->GetStatus();
+    ASSERT_TRUE(status.ok());
+    // Each family's first request computes the 128-token block; the other 44 resume from it.
+    EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":5632"), std::string::npos) << *status;
+  }
+  const std::string sock2 = dir_ / "alone.sock";
+  Daemon d(dir_ / "model", sock2, {"--prefix-cache-bytes", "0"});
+  auto c = client::Client::Connect(sock2);
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE((*c)->Generate(Request(static_cast<uint64_t>(100 + i), prompts[i], 12)).ok());
+    EXPECT_EQ(Drain(**c).first, together[i]) << "request " << i;
+    ASSERT_FALSE(together[i].empty());
+    EXPECT_EQ(together[i][0], ReferenceNext(prompts[i])) << "request " << i;
+  }
+}
+
 // Under systemd socket activation the daemon adopts the listening socket it is given.
 TEST_F(DaemonTest, SocketActivation) {
   const std::string sock = dir_ / "activated.sock";
