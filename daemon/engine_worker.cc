@@ -48,6 +48,23 @@ void EngineWorker::Loop() {
   };
   std::vector<Running> running;
   std::deque<Running> preempted;  // back in line before new requests
+  // Taken from the inbox, not yet admitted; bounded by the queue capacity so the inbox keeps
+  // reporting "busy" when the engine is behind.
+  std::deque<std::shared_ptr<EngineJob>> waiting;
+  // Fairness across clients: a free slot goes to the oldest waiting job of the client with the
+  // fewest running requests, so one client's burst cannot hold everyone else's first token back.
+  auto next_waiting = [&] {
+    size_t best = 0, best_load = SIZE_MAX;
+    for (size_t w = 0; w < waiting.size() && best_load > 0; ++w) {
+      size_t load = 0;
+      for (const Running& r : running) load += r.job->client == waiting[w]->client;
+      if (load < best_load) {
+        best = w;
+        best_load = load;
+      }
+    }
+    return best;
+  };
   uint64_t admissions = 0;
   const uint64_t budget_bytes = options_.cache_memory_bytes;
   PrefixCache prefix_cache(options_.prefix_cache_bytes);
@@ -106,11 +123,16 @@ void EngineWorker::Loop() {
       preempted.pop_front();
     }
     std::shared_ptr<EngineJob>* raw = nullptr;
-    while (preempted.empty() && has_room() && inbox_.pop(raw)) {
+    while (waiting.size() < options_.queue_capacity && inbox_.pop(raw)) {
       std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
-      std::shared_ptr<EngineJob> job = std::move(*holder);
+      waiting.push_back(std::move(*holder));
+    }
+    while (preempted.empty() && has_room() && !waiting.empty()) {
+      const size_t w = next_waiting();
+      std::shared_ptr<EngineJob> job = std::move(waiting[w]);
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
       stats_.queue_depth.fetch_sub(1);
-      if (stopping_) {
+      if (stopping_ || job->cancel.load(std::memory_order_relaxed)) {
         job->on_done(GenerationEnd::kCancelled);
         continue;
       }
@@ -151,6 +173,16 @@ void EngineWorker::Loop() {
       running[newest] = std::move(running.back());
       running.pop_back();
       stats_.preemptions.fetch_add(1);
+    }
+    // A waiting request cancelled by its client ends now, not when a slot frees up.
+    for (size_t w = 0; w < waiting.size();) {
+      if (stopping_ || waiting[w]->cancel.load(std::memory_order_relaxed)) {
+        stats_.queue_depth.fetch_sub(1);
+        waiting[w]->on_done(GenerationEnd::kCancelled);
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
+      } else {
+        ++w;
+      }
     }
     if (running.empty() && preempted.empty()) {
       stats_.cache_bytes.store(0);
@@ -217,6 +249,11 @@ void EngineWorker::Loop() {
   while (!running.empty()) finish(running.size() - 1, GenerationEnd::kCancelled);
   for (Running& r : preempted) r.job->on_done(GenerationEnd::kCancelled);
   preempted.clear();
+  for (auto& job : waiting) {
+    stats_.queue_depth.fetch_sub(1);
+    job->on_done(GenerationEnd::kCancelled);
+  }
+  waiting.clear();
   std::shared_ptr<EngineJob>* raw = nullptr;
   while (inbox_.pop(raw)) {
     std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);

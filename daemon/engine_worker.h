@@ -24,6 +24,7 @@ namespace deepinfer {
 struct EngineJob {
   uint64_t id = 0;      // unique across the daemon
   uint64_t stream = 0;  // sampling stream: with a client seed, draws depend on it alone
+  uint64_t client = 0;  // connection: free batch slots go to the client with the fewest running
   GenerationParams params;
   std::atomic<bool> cancel{false};
   /// Called on the engine thread for every token; returning false ends the request (a client

@@ -65,6 +65,7 @@ class Server {
   std::optional<boost::asio::local::stream_protocol::acceptor> acceptor_;
   bool draining_ = false;
   std::atomic<uint64_t> next_job_id_{1};
+  std::atomic<uint64_t> next_client_id_{1};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   ServerCounters counters_;
   std::vector<std::weak_ptr<Session>> sessions_;        // IO thread only

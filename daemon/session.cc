@@ -13,7 +13,10 @@ namespace deepinfer::daemon {
 namespace asio = boost::asio;
 
 Session::Session(Server& server, asio::local::stream_protocol::socket socket)
-    : server_(server), socket_(std::move(socket)), decoder_(server.config_.max_frame_bytes) {}
+    : server_(server),
+      socket_(std::move(socket)),
+      decoder_(server.config_.max_frame_bytes),
+      client_id_(server.next_client_id_.fetch_add(1)) {}
 
 asio::awaitable<void> Session::Run() {
   auto self = shared_from_this();
@@ -181,6 +184,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   }
   auto job = std::make_shared<EngineJob>();
   job->id = server_.next_job_id_.fetch_add(1);
+  job->client = client_id_;
   GenerationParams& p = job->params;
   p.prompt = std::move(ids).value();
   p.max_tokens = static_cast<int>(req.max_tokens.value_or(server_.config_.max_tokens_cap));

@@ -41,6 +41,7 @@ class Session : public std::enable_shared_from_this<Session> {
   boost::asio::local::stream_protocol::socket socket_;
   ipc::FrameDecoder decoder_;
   ipc::PeerCredentials peer_;
+  const uint64_t client_id_;  // the engine shares batch slots fairly between these
   bool greeted_ = false;
   std::optional<ipc::ShmRegion> region_;
   std::optional<ipc::EventFd> to_client_, from_client_;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <map>
@@ -497,6 +498,41 @@ TEST_F(DaemonTest, FortyEightConcurrentRequestsEqualAloneAndSharePrefixes) {
     ASSERT_FALSE(together[i].empty());
     EXPECT_EQ(together[i][0], ReferenceNext(prompts[i])) << "request " << i;
   }
+}
+
+// Fairness across clients: with two batch slots, one client's burst of 16 requests does not hold
+// a second client's request back until the burst is through; the second client gets the next
+// free slot.
+TEST_F(DaemonTest, AFreeSlotGoesToTheClientWithFewestRunning) {
+  Daemon d(dir_ / "model", socket_, {"--batch-requests", "2"});
+  auto a = client::Client::Connect(socket_);
+  auto b = client::Client::Connect(socket_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  constexpr int kBurst = 16;
+  for (int i = 0; i < kBurst; ++i) {
+    ASSERT_TRUE((*a)->Generate(Request(static_cast<uint64_t>(i + 1), {1, 2, 3 + i}, 20)).ok());
+  }
+  ASSERT_TRUE((*b)->Generate(Request(1, {9, 8, 7}, 20)).ok());
+  std::atomic<int> a_done{0};
+  int a_done_when_b_ended = -1;
+  std::thread reader_b([&] {
+    auto [tokens, end] = Drain(**b);
+    EXPECT_EQ(tokens.size(), 20u);
+    a_done_when_b_ended = a_done.load();
+  });
+  for (int open = kBurst; open > 0;) {
+    auto ev = (*a)->NextEvent(60s);
+    ASSERT_TRUE(ev.ok() && ev->has_value());
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kDone)) {
+      a_done.fetch_add(1);
+      --open;
+    }
+  }
+  reader_b.join();
+  // First come, first served alone would run all 16 first; fair sharing admits b's request as
+  // soon as a's first request ends, and it ends within the following wave.
+  EXPECT_GE(a_done_when_b_ended, 0);
+  EXPECT_LE(a_done_when_b_ended, 4);
 }
 
 // Under systemd socket activation the daemon adopts the listening socket it is given.
