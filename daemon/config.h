@@ -51,9 +51,9 @@ struct DaemonConfig {
   uint32_t drain_timeout_seconds = 10;    // SIGTERM: how long running requests may finish
 
   // --- engine (not reloadable) ---
-  uint64_t cache_memory_bytes = 0;   // per-sequence state budget; 0 = unlimited
+  uint64_t cache_memory_bytes = 0;             // per-sequence state budget; 0 = unlimited
   uint64_t prefix_cache_bytes = 256ull << 20;  // prefix snapshots; 0 = off
-  uint32_t batch_requests = 64;      // requests advanced together in one step
+  uint32_t batch_requests = 64;                // requests advanced together in one step
   uint32_t step_token_budget = 512;  // tokens per step (prefill chunks share what decode leaves)
 
   // --- shared memory (not reloadable) ---

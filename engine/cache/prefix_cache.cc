@@ -41,7 +41,8 @@ int64_t PrefixCache::Lookup(std::span<const int32_t> tokens, SequenceState* stat
 void PrefixCache::Insert(std::span<const int32_t> tokens, const SequenceState& state) {
   if (budget_ == 0 || tokens.empty() || tokens.size() % kBlock != 0) return;
   uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t end = kBlock; end <= tokens.size(); end += kBlock) h = Extend(h, tokens.subspan(end - kBlock, kBlock));
+  for (size_t end = kBlock; end <= tokens.size(); end += kBlock)
+    h = Extend(h, tokens.subspan(end - kBlock, kBlock));
   if (auto it = map_.find(h); it != map_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     return;
@@ -55,7 +56,8 @@ void PrefixCache::Insert(std::span<const int32_t> tokens, const SequenceState& s
     lru_.pop_back();
   }
   lru_.push_front(h);
-  map_.emplace(h, Entry{std::vector<int32_t>(tokens.begin(), tokens.end()), state, size, lru_.begin()});
+  map_.emplace(
+      h, Entry{std::vector<int32_t>(tokens.begin(), tokens.end()), state, size, lru_.begin()});
   bytes_ += size;
 }
 

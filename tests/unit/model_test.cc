@@ -301,7 +301,8 @@ TEST(PrefixCacheTest, LongestBlockPrefixLruAndBudget) {
   auto state_after = [&](int64_t n) {
     auto s = m.NewSequence();
     std::vector<float> logits(n * 512);
-    EXPECT_TRUE(m.Forward(s, std::span<const int32_t>(toks.data(), n), logits.data(), nullptr).ok());
+    EXPECT_TRUE(
+        m.Forward(s, std::span<const int32_t>(toks.data(), n), logits.data(), nullptr).ok());
     return s;
   };
   const SequenceState s128 = state_after(128), s256 = state_after(256);
@@ -324,7 +325,8 @@ TEST(PrefixCacheTest, LongestBlockPrefixLruAndBudget) {
   auto fresh = m.NewSequence();
   ASSERT_TRUE(m.Forward(fresh, toks, full.data(), nullptr).ok());
   ASSERT_EQ(cache.Lookup(toks, &got), 256);
-  ASSERT_TRUE(m.Forward(got, std::span<const int32_t>(toks.data() + 256, 144), rest.data(), nullptr).ok());
+  ASSERT_TRUE(
+      m.Forward(got, std::span<const int32_t>(toks.data() + 256, 144), rest.data(), nullptr).ok());
   EXPECT_TRUE(std::equal(rest.begin(), rest.end(), full.begin() + 256 * 512));
   // A budget of about one snapshot evicts the least recently used.
   PrefixCache small(s256.bytes() + 256 * 4);
