@@ -56,6 +56,8 @@ void EngineWorker::Loop() {
   auto next_waiting = [&] {
     size_t best = 0, best_load = SIZE_MAX;
     for (size_t w = 0; w < waiting.size() && best_load > 0; ++w) {
+      // A client's later job never beats its earlier one: skip a burst after its first job.
+      if (w > 0 && waiting[w]->client == waiting[w - 1]->client) continue;
       size_t load = 0;
       for (const Running& r : running) load += r.job->client == waiting[w]->client;
       if (load < best_load) {
@@ -118,7 +120,6 @@ void EngineWorker::Loop() {
              (budget_bytes == 0 || running.empty() || cache_bytes() < budget_bytes);
     };
     while (!preempted.empty() && has_room()) {
-      preempted.front().started = false;
       running.push_back(std::move(preempted.front()));
       preempted.pop_front();
     }
@@ -127,15 +128,21 @@ void EngineWorker::Loop() {
       std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
       waiting.push_back(std::move(*holder));
     }
+    // A waiting request cancelled by its client ends now, not when a slot frees up.
+    for (size_t w = 0; w < waiting.size();) {
+      if (stopping_ || waiting[w]->cancel.load(std::memory_order_relaxed)) {
+        stats_.queue_depth.fetch_sub(1);
+        waiting[w]->on_done(GenerationEnd::kCancelled);
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
+      } else {
+        ++w;
+      }
+    }
     while (preempted.empty() && has_room() && !waiting.empty()) {
       const size_t w = next_waiting();
       std::shared_ptr<EngineJob> job = std::move(waiting[w]);
       waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
       stats_.queue_depth.fetch_sub(1);
-      if (stopping_ || job->cancel.load(std::memory_order_relaxed)) {
-        job->on_done(GenerationEnd::kCancelled);
-        continue;
-      }
       if (Status st = validator.Validate(job->params); !st.ok()) {
         job->on_done(st);
         continue;
@@ -169,20 +176,11 @@ void EngineWorker::Loop() {
         if (running[i].admitted > running[newest].admitted) newest = i;
       }
       running[newest].state->Preempt();
+      running[newest].started = false;  // looked up again when it comes back
       preempted.push_front(std::move(running[newest]));
       running[newest] = std::move(running.back());
       running.pop_back();
       stats_.preemptions.fetch_add(1);
-    }
-    // A waiting request cancelled by its client ends now, not when a slot frees up.
-    for (size_t w = 0; w < waiting.size();) {
-      if (stopping_ || waiting[w]->cancel.load(std::memory_order_relaxed)) {
-        stats_.queue_depth.fetch_sub(1);
-        waiting[w]->on_done(GenerationEnd::kCancelled);
-        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
-      } else {
-        ++w;
-      }
     }
     if (running.empty() && preempted.empty()) {
       stats_.cache_bytes.store(0);
