@@ -13,7 +13,6 @@
 #include <cctype>
 #include <chrono>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "client/client.h"
@@ -97,6 +96,34 @@ std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
       return {tokens, **ev};
     }
   }
+}
+
+struct Ended {
+  std::vector<int32_t> tokens;
+  ipc::TokenEvent end;  // the request's final event (done or error)
+};
+
+// Reads events until `count` requests have ended; keyed by request id.
+std::map<uint64_t, Ended> DrainRequests(client::Client& c, int count) {
+  std::map<uint64_t, Ended> out;
+  for (int open = count; open > 0;) {
+    auto ev = c.NextEvent(60s);
+    EXPECT_TRUE(ev.ok() && ev->has_value());
+    if (!ev.ok() || !*ev) break;
+    const auto& e = **ev;
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      out[e.request_id].tokens.push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
+        e.kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
+      out[e.request_id].end = e;
+      --open;
+    }
+  }
+  return out;
+}
+
+bool EndedDone(const Ended& r) {
+  return r.end.kind == static_cast<uint16_t>(ipc::EventKind::kDone);
 }
 
 class DaemonTest : public ::testing::Test {
@@ -317,27 +344,18 @@ TEST_F(DaemonTest, ConcurrentRequestsOfOneClientAreBatched) {
   Daemon d(dir_ / "model", socket_);
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
-  std::map<uint64_t, std::vector<int32_t>> tokens;
-  std::set<uint64_t> open;
   for (uint64_t id = 1; id <= 6; ++id) {
     ASSERT_TRUE((*c)->Generate(Request(id, {static_cast<int32_t>(id), 5, 9}, 10 + id)).ok());
-    open.insert(id);
   }
-  while (!open.empty()) {
-    auto ev = (*c)->NextEvent(30s);
-    ASSERT_TRUE(ev.ok() && ev->has_value());
-    const auto& e = **ev;
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
-      tokens[e.request_id].push_back(e.token);
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) open.erase(e.request_id);
-  }
+  auto ended = DrainRequests(**c, 6);
   for (uint64_t id = 1; id <= 6; ++id) {
-    ASSERT_EQ(tokens[id].size(), 10 + id) << "request " << id;
-    EXPECT_EQ(tokens[id][0], ReferenceNext({static_cast<int32_t>(id), 5, 9}));
+    EXPECT_TRUE(EndedDone(ended[id])) << "request " << id;
+    ASSERT_EQ(ended[id].tokens.size(), 10 + id) << "request " << id;
+    EXPECT_EQ(ended[id].tokens[0], ReferenceNext({static_cast<int32_t>(id), 5, 9}));
   }
   // Alone, request 3 produces the same greedy sequence.
   ASSERT_TRUE((*c)->Generate(Request(30, {3, 5, 9}, 13)).ok());
-  EXPECT_EQ(Drain(**c).first, tokens[3]);
+  EXPECT_EQ(Drain(**c).first, ended[3].tokens);
 }
 
 // A cache budget for about two sequences and six concurrent requests: the newest step aside and
@@ -346,29 +364,20 @@ TEST_F(DaemonTest, PreemptionUnderATinyCacheKeepsOutputsExact) {
   Daemon d(dir_ / "model", socket_, {"--cache-memory-bytes", "900K"});
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
-  std::map<uint64_t, std::vector<int32_t>> tokens;
-  std::set<uint64_t> open;
   for (uint64_t id = 1; id <= 6; ++id) {
     ASSERT_TRUE((*c)->Generate(Request(id, {static_cast<int32_t>(id), 7, 8, 9}, 30)).ok());
-    open.insert(id);
   }
-  while (!open.empty()) {
-    auto ev = (*c)->NextEvent(60s);
-    ASSERT_TRUE(ev.ok() && ev->has_value());
-    const auto& e = **ev;
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
-      tokens[e.request_id].push_back(e.token);
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) {
-      EXPECT_EQ(e.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kLength));
-      open.erase(e.request_id);
-    }
+  auto ended = DrainRequests(**c, 6);
+  for (uint64_t id = 1; id <= 6; ++id) {
+    EXPECT_TRUE(EndedDone(ended[id])) << "request " << id;
+    EXPECT_EQ(ended[id].end.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kLength));
   }
   auto status = (*c)->GetStatus();
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->find("\"preemptions\":0"), std::string::npos) << *status;
   for (uint64_t id = 1; id <= 6; ++id) {
     ASSERT_TRUE((*c)->Generate(Request(100 + id, {static_cast<int32_t>(id), 7, 8, 9}, 30)).ok());
-    EXPECT_EQ(Drain(**c).first, tokens[id]) << "request " << id;
+    EXPECT_EQ(Drain(**c).first, ended[id].tokens) << "request " << id;
   }
 }
 
@@ -465,7 +474,7 @@ TEST_F(DaemonTest, FortyEightConcurrentRequestsEqualAloneAndSharePrefixes) {
     const int length = 150 + (i * 37) % 141;
     for (int t = 140; t < length; ++t) prompts[i].push_back((t * 29 + i * 71 + 1) % 512);
   }
-  std::vector<std::vector<int32_t>> together(kRequests);
+  std::map<uint64_t, Ended> together;  // by request id: prompt i is request i + 1
   {
     Daemon d(dir_ / "model", socket_, {"--threads", "2", "--max-requests-per-client", "64"});
     auto c = client::Client::Connect(socket_);
@@ -474,15 +483,7 @@ TEST_F(DaemonTest, FortyEightConcurrentRequestsEqualAloneAndSharePrefixes) {
       auto accepted = (*c)->Generate(Request(static_cast<uint64_t>(i + 1), prompts[i], 12));
       ASSERT_TRUE(accepted.ok()) << i << " " << accepted.status().ToString();
     }
-    for (int open = kRequests; open > 0;) {
-      auto ev = (*c)->NextEvent(60s);
-      ASSERT_TRUE(ev.ok() && ev->has_value());
-      const auto& e = **ev;
-      if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
-        together[e.request_id - 1].push_back(e.token);
-      ASSERT_NE(e.kind, static_cast<uint16_t>(ipc::EventKind::kError));
-      if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone)) --open;
-    }
+    together = DrainRequests(**c, kRequests);
     auto status = (*c)->GetStatus();
     ASSERT_TRUE(status.ok());
     // Each family's first request computes the 128-token block; the other 44 resume from it.
@@ -494,9 +495,11 @@ TEST_F(DaemonTest, FortyEightConcurrentRequestsEqualAloneAndSharePrefixes) {
   ASSERT_TRUE(c.ok());
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_TRUE((*c)->Generate(Request(static_cast<uint64_t>(100 + i), prompts[i], 12)).ok());
-    EXPECT_EQ(Drain(**c).first, together[i]) << "request " << i;
-    ASSERT_FALSE(together[i].empty());
-    EXPECT_EQ(together[i][0], ReferenceNext(prompts[i])) << "request " << i;
+    const Ended& got = together[static_cast<uint64_t>(i + 1)];
+    EXPECT_TRUE(EndedDone(got)) << "request " << i;
+    EXPECT_EQ(Drain(**c).first, got.tokens) << "request " << i;
+    ASSERT_FALSE(got.tokens.empty());
+    EXPECT_EQ(got.tokens[0], ReferenceNext(prompts[i])) << "request " << i;
   }
 }
 
