@@ -18,6 +18,10 @@ __device__ __forceinline__ float E4M3(uint32_t b) {
   return (b & 0x80) ? -mag : mag;
 }
 
+__device__ __forceinline__ float E8M0(int e) {
+  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, e - 127);
+}
+
 // One warp per output row; each lane takes 4 consecutive weights (one 32-bit load) per step, so
 // a warp reads 128 contiguous bytes — exactly one scale block — per step.
 template <int Rows>
@@ -34,8 +38,7 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
 #pragma unroll
   for (int r = 0; r < Rows; ++r) acc[r] = 0.0f;
   for (int64_t base = 0; base < in; base += 128) {
-    const int e = sr[base / 128];
-    const float s = e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, e - 127);
+    const float s = E8M0(sr[base / 128]);
     const int64_t i0 = base + lane * 4;
     float wv[4];
     if (i0 + 4 <= in && (reinterpret_cast<uintptr_t>(wr + i0) & 3) == 0) {
@@ -61,10 +64,6 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     if (lane == 0) y[r * out + o] = v;
   }
-}
-
-__device__ __forceinline__ float E8M0(int e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, e - 127);
 }
 
 // Fast path for rows whose width is a multiple of 512 and 16-byte aligned: each lane loads 16
