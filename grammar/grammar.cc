@@ -4,11 +4,63 @@
 #include <bit>
 #include <map>
 
+#include "grammar/lexical_dfa.h"
+#include "grammar/mask_cache.h"
+
 namespace deepinfer::grammar {
 
 namespace {
 constexpr size_t kMaxPositions = size_t{1} << 24;  // resource limit for one compiled grammar
+// Bounds on the regular-rule conversion per grammar: NFA states built over all attempts and DFA
+// states kept. Past them rules stay in the Earley grammar (correct, only slower to match).
+constexpr size_t kMaxDfaWork = 131072;
+constexpr int32_t kMaxDfaStatesTotal = 32768;
+
+// The largest regular rules reachable from the start, top-down: a rule that converts is a leaf.
+std::vector<int32_t> ChooseDfaRules(const Grammar& g, const std::vector<uint8_t>& productive,
+                                    std::vector<std::shared_ptr<const ByteDfa>>* dfas) {
+  const std::vector<size_t> nfa_size = RegularRuleSizes(g, productive);
+  const DfaLimits limits;
+  std::vector<int32_t> dfa_of(g.num_rules(), -1);
+  std::vector<uint8_t> seen(g.num_rules(), 0);
+  // (rule, the largest NFA worth trying below here): under a rule whose DFA outgrew the limit,
+  // only rules of at most half its size are tried, so a chain of nested rules (a bounded
+  // repetition) costs a geometric series of attempts, not one per link.
+  std::vector<std::pair<int32_t, size_t>> stack = {{g.start(), limits.max_nfa_states}};
+  size_t work = 0;
+  int32_t states = 0;
+  while (!stack.empty()) {
+    auto [r, budget] = stack.back();
+    stack.pop_back();
+    if (seen[r]) continue;
+    seen[r] = 1;
+    if (nfa_size[r] > 0 && nfa_size[r] <= budget && work < kMaxDfaWork &&
+        states < kMaxDfaStatesTotal) {
+      std::optional<ByteDfa> d = BuildRuleDfa(g, r, productive, limits, &work);
+      if (d) {
+        states += d->num_states();
+        dfa_of[r] = static_cast<int32_t>(dfas->size());
+        dfas->push_back(std::make_shared<const ByteDfa>(std::move(*d)));
+        continue;
+      }
+      budget = nfa_size[r] / 2;
+    }
+    for (const Sequence& alt : g.alternatives(r)) {
+      for (const Symbol& s : alt) {
+        if (!s.is_terminal() && productive[s.rule] && !seen[s.rule]) {
+          stack.push_back({s.rule, budget});
+        }
+      }
+    }
+  }
+  return dfa_of;
+}
 }  // namespace
+
+int32_t CompiledGrammar::StartState(int32_t p) const {
+  const Pos& q = positions_[p];
+  return q.kind == kDfa ? dfas_[q.value]->start : 0;
+}
 
 int ByteSet::Count() const {
   return std::popcount(w[0]) + std::popcount(w[1]) + std::popcount(w[2]) + std::popcount(w[3]);
@@ -143,14 +195,22 @@ Result<CompiledGrammar> CompiledGrammar::Compile(const Grammar& g) {
   if (!productive[g.start()]) return InvalidArgument("the grammar matches no string at all");
 
   CompiledGrammar c;
+  c.mask_cache_ = std::make_shared<MaskCache>();
   c.start_ = g.start();
   c.prods_.resize(n);
   c.nullable_.assign(n, 0);
   c.names_.resize(n);
   std::map<std::array<uint64_t, 4>, int32_t> term_index;
+  const std::vector<int32_t> dfa_of = ChooseDfaRules(g, productive, &c.dfas_);
   for (int32_t r = 0; r < n; ++r) {
     c.names_[r] = g.name(r);
     if (!productive[r]) continue;
+    if (dfa_of[r] >= 0) {
+      c.prods_[r].push_back(static_cast<int32_t>(c.positions_.size()));
+      c.positions_.push_back({kDfa, dfa_of[r]});
+      c.positions_.push_back({kEnd, r});
+      continue;
+    }
     for (const Sequence& seq : g.alternatives(r)) {
       if (!seq_ok(seq, productive)) continue;
       if (c.positions_.size() + seq.size() + 1 > kMaxPositions) {
@@ -177,7 +237,11 @@ Result<CompiledGrammar> CompiledGrammar::Compile(const Grammar& g) {
     for (int32_t r = 0; r < n; ++r) {
       if (c.nullable_[r]) continue;
       for (int32_t p : c.prods_[r]) {
-        while (c.positions_[p].kind == kRule && c.nullable_[c.positions_[p].value]) ++p;
+        while ((c.positions_[p].kind == kRule && c.nullable_[c.positions_[p].value]) ||
+               (c.positions_[p].kind == kDfa &&
+                c.dfas_[c.positions_[p].value]->accepting[c.StartState(p)])) {
+          ++p;
+        }
         if (c.positions_[p].kind == kEnd) {
           c.nullable_[r] = 1;
           changed = true;

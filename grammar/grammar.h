@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "engine/common/status.h"
 
 namespace deepinfer::grammar {
+
+struct ByteDfa;
+class MaskCache;
 
 /// A set of bytes (a terminal), 256 bits.
 struct ByteSet {
@@ -103,13 +107,18 @@ class CompiledGrammar {
   /// Fails when the start rule derives no string or the grammar exceeds resource limits.
   static Result<CompiledGrammar> Compile(const Grammar& g);
 
-  enum Kind : uint8_t { kTerminal, kRule, kEnd };
+  enum Kind : uint8_t { kTerminal, kRule, kEnd, kDfa };
   struct Pos {
     Kind kind;
-    int32_t value;  // terminal index, rule id, or (kEnd) the production's left-hand rule
+    int32_t value;  // terminal index, rule id, (kEnd) the production's left-hand rule, or DFA index
   };
   const Pos& pos(int32_t p) const { return positions_[p]; }
   const ByteSet& terminal(int32_t t) const { return terminals_[t]; }
+  /// Regular rules compiled to DFAs: such a rule has one production, [kDfa d, kEnd].
+  const ByteDfa& dfa(int32_t d) const { return *dfas_[d]; }
+  int32_t num_dfas() const { return static_cast<int32_t>(dfas_.size()); }
+  /// The DFA state an item starts in at position p (0 unless p is a kDfa position).
+  int32_t StartState(int32_t p) const;
   /// Start positions of the productions of `rule`.
   const std::vector<int32_t>& productions(int32_t rule) const { return prods_[rule]; }
   bool nullable(int32_t rule) const { return nullable_[rule] != 0; }
@@ -117,10 +126,14 @@ class CompiledGrammar {
   int32_t num_rules() const { return static_cast<int32_t>(prods_.size()); }
   int32_t num_positions() const { return static_cast<int32_t>(positions_.size()); }
   const std::string& rule_name(int32_t r) const { return names_[r]; }
+  /// Shared by every matcher of this grammar (copies of it included); thread-safe.
+  MaskCache* mask_cache() const { return mask_cache_.get(); }
 
  private:
   std::vector<Pos> positions_;
   std::vector<ByteSet> terminals_;
+  std::vector<std::shared_ptr<const ByteDfa>> dfas_;
+  std::shared_ptr<MaskCache> mask_cache_;
   std::vector<std::vector<int32_t>> prods_;
   std::vector<uint8_t> nullable_;
   std::vector<std::string> names_;

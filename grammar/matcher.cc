@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "grammar/lexical_dfa.h"
+
 namespace deepinfer::grammar {
 
 namespace {
@@ -10,6 +12,11 @@ constexpr size_t kMaxJumpForward = 4096;
 // Limits for one Earley set: items, and items scanned by completions.
 constexpr size_t kMaxSetItems = 1 << 15;
 constexpr size_t kMaxSetWork = 1 << 22;
+
+// Item identity packed for the per-set deduplication table: position (< 2^24 by the compiler's
+// limit), DFA state (< 2^12 by DfaLimits) and origin (< 2^28 by kMaxBytes).
+constexpr size_t kMaxBytes = size_t{1} << 28;
+static_assert(DfaLimits{}.max_dfa_states < (1 << 12));
 
 inline uint64_t Mix(uint64_t k) {
   k ^= k >> 33;
@@ -21,9 +28,10 @@ inline uint64_t Mix(uint64_t k) {
 
 GrammarMatcher::GrammarMatcher(const CompiledGrammar& grammar, const TokenVocabulary& vocab)
     : g_(&grammar), vocab_(&vocab), keys_(64), stamps_(64, 0), predicted_(grammar.num_rules(), 0) {
+  if (g_->mask_cache() != nullptr && g_->mask_cache()->Bind(vocab_)) cache_ = g_->mask_cache();
   set_begin_.push_back(0);
   BeginSet();
-  for (int32_t p : g_->productions(g_->start())) Add({p, 0});
+  for (int32_t p : g_->productions(g_->start())) Add({p, 0, g_->StartState(p)});
   predicted_[g_->start()] = gen_;
   Closure();
   if (over_) {  // nothing can be matched
@@ -39,6 +47,7 @@ void GrammarMatcher::BeginSet() {
     gen_ = 1;
   }
   set_size_ = 0;
+  tainted_ = false;
   over_ = false;
   work_ = 0;
 }
@@ -55,16 +64,14 @@ void GrammarMatcher::Add(Item it) {
     // Re-stamp this set's items into the larger table.
     const size_t mask = keys_.size() - 1;
     for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
-      const uint64_t key = (uint64_t{static_cast<uint32_t>(items_[i].pos)} << 32) |
-                           static_cast<uint32_t>(items_[i].origin);
+      const uint64_t key = Key(items_[i]);
       size_t h = Mix(key) & mask;
       while (stamps_[h] == gen) h = (h + 1) & mask;
       stamps_[h] = gen;
       keys_[h] = key;
     }
   }
-  const uint64_t key =
-      (uint64_t{static_cast<uint32_t>(it.pos)} << 32) | static_cast<uint32_t>(it.origin);
+  const uint64_t key = Key(it);
   const size_t mask = keys_.size() - 1;
   size_t h = Mix(key) & mask;
   while (stamps_[h] == gen_) {
@@ -86,13 +93,16 @@ void GrammarMatcher::Closure() {
       const int32_t a = p.value;
       if (predicted_[a] != gen_) {
         predicted_[a] = gen_;
-        for (int32_t prod : g_->productions(a)) Add({prod, k});
+        for (int32_t prod : g_->productions(a)) Add({prod, k, g_->StartState(prod)});
       }
       // Aycock-Horspool: a nullable rule may be skipped right away.
-      if (g_->nullable(a)) Add({it.pos + 1, it.origin});
+      if (g_->nullable(a)) Add(Advance(it));
+    } else if (p.kind == CompiledGrammar::kDfa) {
+      if (g_->dfa(p.value).accepting[it.state]) Add(Advance(it));
     } else if (p.kind == CompiledGrammar::kEnd) {
       // An empty completion (origin == k) is covered by the nullable skip above.
       if (it.origin == k) continue;
+      if (it.origin > 0 && it.origin < walk_base_) tainted_ = true;
       const int32_t a = p.value;
       const size_t end = set_begin_[it.origin + 1];
       work_ += end - set_begin_[it.origin];
@@ -102,23 +112,40 @@ void GrammarMatcher::Closure() {
       }
       for (size_t j = set_begin_[it.origin]; j < end; ++j) {
         const CompiledGrammar::Pos& q = g_->pos(items_[j].pos);
-        if (q.kind == CompiledGrammar::kRule && q.value == a) {
-          Add({items_[j].pos + 1, items_[j].origin});
-        }
+        if (q.kind == CompiledGrammar::kRule && q.value == a) Add(Advance(items_[j]));
       }
     }
   }
 }
 
 bool GrammarMatcher::PushByte(uint8_t b) {
+  if (set_begin_.size() >= kMaxBytes) return false;
   const size_t top_begin = set_begin_.back();
   const size_t top_end = items_.size();
+  if (top_end == top_begin + 1 && g_->pos(items_[top_begin].pos).kind == CompiledGrammar::kDfa) {
+    // Inside a DFA and nothing else (a string, a number, a regex): the next set is the same item
+    // in the next state, with nothing to close over unless that state accepts.
+    const Item it = items_[top_begin];
+    const ByteDfa& dfa = g_->dfa(g_->pos(it.pos).value);
+    const int32_t next = dfa.Next(it.state, b);
+    if (next < 0) return false;
+    if (!dfa.accepting[next]) {
+      set_begin_.push_back(static_cast<uint32_t>(top_end));
+      items_.push_back({it.pos, it.origin, next});
+      tainted_ = false;
+      return true;
+    }
+  }
   set_begin_.push_back(static_cast<uint32_t>(top_end));
   BeginSet();
   for (size_t i = top_begin; i < top_end; ++i) {
-    const CompiledGrammar::Pos& p = g_->pos(items_[i].pos);
-    if (p.kind == CompiledGrammar::kTerminal && g_->terminal(p.value).Has(b)) {
-      Add({items_[i].pos + 1, items_[i].origin});
+    const Item it = items_[i];
+    const CompiledGrammar::Pos& p = g_->pos(it.pos);
+    if (p.kind == CompiledGrammar::kTerminal) {
+      if (g_->terminal(p.value).Has(b)) Add(Advance(it));
+    } else if (p.kind == CompiledGrammar::kDfa) {
+      const int32_t next = g_->dfa(p.value).Next(it.state, b);
+      if (next >= 0) Add({it.pos, it.origin, next});
     }
   }
   if (items_.size() == top_end) {
@@ -190,30 +217,13 @@ ByteSet GrammarMatcher::AllowedBytes() const {
   ByteSet out;
   for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
     const CompiledGrammar::Pos& p = g_->pos(items_[i].pos);
-    if (p.kind == CompiledGrammar::kTerminal) out.Union(g_->terminal(p.value));
+    if (p.kind == CompiledGrammar::kTerminal) {
+      out.Union(g_->terminal(p.value));
+    } else if (p.kind == CompiledGrammar::kDfa) {
+      out.Union(g_->dfa(p.value).live_bytes[items_[i].state]);
+    }
   }
   return out;
-}
-
-void GrammarMatcher::Walk(int32_t node, uint32_t* words) {
-  const TokenVocabulary::TrieNode& n = vocab_->trie()[node];
-  for (int32_t id : n.tokens) words[id >> 5] |= uint32_t{1} << (id & 31);
-  if (n.children.empty()) return;
-  const ByteSet allowed = AllowedBytes();
-  for (const auto& [byte, child] : n.children) {
-    if (!allowed.Has(byte) || !PushByte(byte)) continue;  // prune the dead subtree
-    Walk(child, words);
-    PopSet();
-  }
-}
-
-void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
-  std::memset(words, 0, sizeof(uint32_t) * vocab_->mask_words());
-  if (terminated_) return;
-  Walk(0, words);
-  if (CanTerminate()) {
-    for (int32_t id : vocab_->eos_ids()) words[id >> 5] |= uint32_t{1} << (id & 31);
-  }
 }
 
 std::string GrammarMatcher::JumpForward() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 #include "grammar/vocabulary.h"
 
 namespace deepinfer::grammar {
@@ -37,12 +38,21 @@ class GrammarMatcher {
   bool ResourceExhausted() const { return exhausted_; }
   /// Number of entries Rollback can undo.
   int history_size() const { return static_cast<int>(history_.size()); }
+  /// Masks use the grammar's MaskCache (default) or walk the whole trie every time (for tests
+  /// and measurements; both give the same masks).
+  void set_mask_cache_enabled(bool on) { cache_enabled_ = on; }
 
  private:
   struct Item {
     int32_t pos;     // position in the compiled grammar (dot)
     int32_t origin;  // Earley set where the production started
+    int32_t state;   // DFA state at a kDfa position, else 0
   };
+  static uint64_t Key(const Item& it) {  // bit layout: see kMaxBytes in matcher.cc
+    return (uint64_t{static_cast<uint32_t>(it.pos)} << 40) |
+           (uint64_t{static_cast<uint32_t>(it.state)} << 28) | static_cast<uint32_t>(it.origin);
+  }
+  Item Advance(const Item& it) const { return {it.pos + 1, it.origin, g_->StartState(it.pos + 1)}; }
   bool PushByte(uint8_t b);
   void PopSet();
   void BeginSet();
@@ -50,6 +60,11 @@ class GrammarMatcher {
   void Closure();
   ByteSet AllowedBytes() const;
   void Walk(int32_t node, uint32_t* words);
+  // Mask cache (matcher_mask.cc).
+  void TopKey(std::vector<uint64_t>* key) const;
+  std::shared_ptr<const MaskCache::Entry> BuildEntry();
+  void BuildWalk(int32_t node, MaskCache::Entry* e);
+  void ApplySkeleton(const MaskCache::Entry& e, size_t begin, size_t end, uint32_t* words);
 
   const CompiledGrammar* g_;
   const TokenVocabulary* vocab_;
@@ -66,6 +81,13 @@ class GrammarMatcher {
   std::vector<uint32_t> predicted_;  // per rule: generation in which it was predicted
   uint32_t gen_ = 0;
   size_t set_size_ = 0;
+  // Mask cache state: sets whose closure completed an item that began after the initial set and
+  // before walk_base_ are tainted (they depend on more than the cache key).
+  MaskCache* cache_ = nullptr;
+  bool cache_enabled_ = true;
+  int32_t walk_base_ = 0;
+  bool tainted_ = false;
+  std::vector<uint64_t> key_;
 };
 
 }  // namespace deepinfer::grammar

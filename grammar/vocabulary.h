@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,9 +13,12 @@ namespace deepinfer::grammar {
 
 class TokenVocabulary {
  public:
+  /// The byte trie of the non-special tokens, flattened in preorder so that a walk reads memory
+  /// front to back: node n's children are n + 1, then each child's `next`, up to n's `next`.
   struct TrieNode {
-    std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte
-    std::vector<int32_t> tokens;                        // ids whose bytes end exactly here
+    uint32_t next;          // the node after n's subtree
+    uint32_t tokens_begin;  // n's ids are trie_tokens()[tokens_begin, node n+1's tokens_begin)
+    uint8_t byte;           // the byte on the edge from the parent (0 for the root)
   };
 
   /// tokens[i]: the raw bytes of id i (may be partial UTF-8 or empty). special[i] != 0: id i is
@@ -30,13 +34,20 @@ class TokenVocabulary {
   bool is_special(int32_t id) const { return special_[id] != 0; }
   bool is_eos(int32_t id) const;
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
-  const std::vector<TrieNode>& trie() const { return trie_; }  // node 0 is the root
+  /// Node 0 is the root; a last sentinel node closes the token ranges.
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  /// Ids whose bytes end exactly at `node` (sorted).
+  std::span<const int32_t> node_tokens(uint32_t node) const {
+    return {trie_tokens_.data() + trie_[node].tokens_begin,
+            trie_tokens_.data() + trie_[node + 1].tokens_begin};
+  }
 
  private:
   std::vector<std::string> tokens_;
   std::vector<uint8_t> special_;
   std::vector<int32_t> eos_ids_;
   std::vector<TrieNode> trie_;
+  std::vector<int32_t> trie_tokens_;
 };
 
 }  // namespace deepinfer::grammar

@@ -121,6 +121,47 @@ TEST(GrammarMatcherTest, AnyJsonMatchesBruteForce) {
   CheckAgainstBruteForce(g, "{}[]\",:1.enul\\", "\":]}1,.enul\\{[", 5, 30, 20);
 }
 
+// The cached masks (context-independent tokens per top-set key plus a walk below the frontier)
+// equal full trie walks in every state of random walks through nested JSON, where one key (e.g.
+// inside a string) recurs in many contexts.
+TEST(GrammarMatcherTest, MaskCacheGivesTheFullWalksMasks) {
+  const CompiledGrammar g = MustCompile(AnyJsonGrammar(/*flexible_whitespace=*/true));
+  ASSERT_GT(g.num_dfas(), 0) << "the string and number rules should be DFAs";
+  const SmallVocab sv = MakeVocab("{}[]\",:1.-eaE \\u0", 400, 11);
+  const TokenVocabulary vocab(sv.tokens, {}, {sv.eos});
+  std::mt19937 rng(11);
+  std::vector<uint32_t> cached(vocab.mask_words()), full(vocab.mask_words());
+  for (int w = 0; w < 40; ++w) {
+    GrammarMatcher m(g, vocab);
+    for (int s = 0; s < 40; ++s) {
+      m.FillNextTokenBitmask(cached.data());
+      GrammarMatcher plain = m;
+      plain.set_mask_cache_enabled(false);
+      plain.FillNextTokenBitmask(full.data());
+      ASSERT_EQ(cached, full) << "walk " << w << " step " << s;
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < vocab.size(); ++t) {
+        if (MaskHas(full, t) && t != sv.eos) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.AcceptToken(allowed[rng() % allowed.size()]));
+    }
+  }
+  const MaskCache::Stats stats = g.mask_cache()->stats();
+  EXPECT_GT(stats.hits, stats.misses * 4) << "states should recur";
+}
+
+TEST(GrammarMatcherTest, RegularRulesBecomeDfas) {
+  // The whole regex is one DFA; GBNF recursion stays in the Earley grammar around DFA leaves.
+  EXPECT_EQ(MustCompile(RegexToGrammar("[a-z]+@[a-z]+\\.(com|org)")).num_dfas(), 1);
+  const CompiledGrammar g =
+      MustCompile(EbnfToGrammar("root ::= \"(\" root \")\" | [0-9]+ (\",\" [0-9]+)*\n"));
+  EXPECT_GE(g.num_dfas(), 1);
+  EXPECT_TRUE(testing::Matches(g, "((12,3))"));
+  EXPECT_FALSE(testing::Matches(g, "((12,3)"));
+  EXPECT_FALSE(testing::Matches(g, "(,3)"));
+}
+
 TEST(GrammarMatcherTest, RollbackRestoresMasks) {
   const CompiledGrammar g = MustCompile(AnyJsonGrammar());
   const SmallVocab sv = MakeVocab("{}[]\",:a1", 40, 9);
