@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "grammar/json_schema_internal.h"
+#include "grammar/regex.h"
 
 namespace deepinfer::grammar::internal {
 
@@ -44,9 +45,22 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
     props.push_back({r, extra ? extra_value : g_.Nothing()});
     names.push_back(r);
   }
+  Symbol key;
+  bool empty_only = false;
+  DI_RETURN_IF_ERROR(ExtraKey(kw, path, depth, names, &extra, &extra_value, &key, &empty_only));
+  if (empty_only) {  // propertyNames: false
+    int64_t min_props = 0;
+    GetInt(kw, "minProperties", &min_props);
+    Sequence obj = Grammar::Literal("{");
+    j_.Ws(&obj);
+    obj.push_back(Symbol::Bytes(ByteSet::Single('}')));
+    *out =
+        kw.required.empty() && min_props == 0 ? g_.Group(std::move(obj), "object") : g_.Nothing();
+    return Status::Ok();
+  }
   Symbol extra_member;
   if (extra) {
-    Sequence m = {j_.Quoted(j_.KeyContentExcept(names))};
+    Sequence m = {key};
     j_.Punct(&m, ":");
     m.push_back(extra_value);
     extra_member = g_.Group(std::move(m), "extra_member");
@@ -122,6 +136,105 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
   obj.push_back(Symbol::Bytes(ByteSet::Single('}')));
   *out = g_.Group(std::move(obj), "object");
   return Status::Ok();
+}
+
+Status SchemaCompiler::ExtraKey(const Keywords& kw, const std::string& path, int depth,
+                                const std::vector<std::string>& names, bool* extra,
+                                Symbol* extra_value, Symbol* key, bool* empty_only) {
+  *key = j_.Quoted(j_.KeyContentExcept(names));
+  *empty_only = false;
+  bool b;
+  bool custom = false;
+  auto pn = kw.single.find("propertyNames");
+  if (pn != kw.single.end()) {
+    if (pn->second.get_bool().get(b) == simdjson::SUCCESS) {
+      *empty_only = !b;
+    } else if (!names.empty()) {
+      // Extra keys would have to satisfy the schema and differ from the declared names.
+      Unenforced(path, "propertyNames", "next to declared or required properties is not enforced");
+    } else {
+      Parts parts;
+      DI_RETURN_IF_ERROR(Expand(pn->second, path + "/propertyNames", depth + 1, false, &parts));
+      parts.push_back({string_type_, false});
+      DI_RETURN_IF_ERROR(CompileParts(parts, path + "/propertyNames", depth + 1, key));
+      custom = true;
+    }
+  }
+  auto pp = kw.single.find("patternProperties");
+  if (pp == kw.single.end()) return Status::Ok();
+  object pats;
+  if (pp->second.get_object().get(pats) != simdjson::SUCCESS) {
+    return InvalidArgument("json_schema: patternProperties must be an object at " + path);
+  }
+  bool all_true = true, same = true, have_first = false;
+  std::string first;
+  element first_schema;
+  for (auto field : pats) {
+    const std::string m = Minify(field.value);
+    if (m != "true" && m != "{}") all_true = false;
+    if (!have_first) {
+      first = m;
+      first_schema = field.value;
+      have_first = true;
+    } else if (m != first) {
+      same = false;
+    }
+  }
+  auto ap = kw.single.find("additionalProperties");
+  const bool ap_false =
+      ap != kw.single.end() && ap->second.get_bool().get(b) == simdjson::SUCCESS && !b;
+  const bool ap_any =
+      ap == kw.single.end() || Minify(ap->second) == "true" || Minify(ap->second) == "{}";
+  if (!have_first || (all_true && ap_any)) return Status::Ok();  // nothing to enforce
+  // Exact only when every extra key must match a pattern and every pattern has one schema (a key
+  // matching several patterns needs them all); otherwise keys outside the patterns would need
+  // the complement of a regex.
+  if (!ap_false || !names.empty() || !same || custom) {
+    Unenforced(path, "patternProperties",
+               "is enforced only with additionalProperties false, no declared properties, no "
+               "propertyNames and one schema for all patterns");
+    return Status::Ok();
+  }
+  std::vector<Sequence> contents;
+  for (auto field : pats) {
+    RegexOptions opt;
+    opt.search = true;
+    opt.json_string = true;
+    Result<Symbol> r = AddRegex(&g_, field.key, opt);
+    if (!r.ok()) {
+      if (o_.strict) {
+        return InvalidArgument("json_schema: " + path +
+                               "/patternProperties: " + r.status().message());
+      }
+      Unenforced(path, "patternProperties", "is not enforced: " + r.status().message());
+      return Status::Ok();
+    }
+    contents.push_back({*r});
+  }
+  *key = j_.Quoted(g_.Choice(std::move(contents), "pattern_key"));
+  DI_RETURN_IF_ERROR(Compile(first_schema, path + "/patternProperties", depth + 1, extra_value));
+  *extra = true;
+  return Status::Ok();
+}
+
+Symbol SchemaCompiler::AnyOrder(const std::vector<Symbol>& members) {
+  const size_t n = members.size(), full = (size_t{1} << n) - 1;
+  std::vector<int32_t> after(full + 1);
+  for (size_t set = 0; set <= full; ++set) after[set] = g_.AddRule("after");
+  std::vector<Sequence> first;
+  for (size_t set = 1; set <= full; ++set) {
+    if (set == full) g_.AddAlternative(after[set], {});
+    for (size_t i = 0; i < n; ++i) {
+      if (set >> i & 1) continue;
+      Sequence a;
+      j_.Punct(&a, ",");
+      a.push_back(members[i]);
+      a.push_back(Symbol::Rule(after[set | size_t{1} << i]));
+      g_.AddAlternative(after[set], std::move(a));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) first.push_back({members[i], Symbol::Rule(after[size_t{1} << i])});
+  return g_.Choice(std::move(first), "members");
 }
 
 Status SchemaCompiler::OrderedMembers(const Keywords& kw,

@@ -80,6 +80,10 @@ Result<JsonSchemaGrammar> SchemaCompiler::Run(std::string_view text) {
   if (parser_.parse(padded).get(root_) != simdjson::SUCCESS) {
     return InvalidArgument("json_schema: the schema is not valid JSON");
   }
+  if (aux_parser_.parse(std::string_view(R"({"type":"string"})")).get(string_type_) !=
+      simdjson::SUCCESS) {
+    return Internal("json_schema: cannot parse the string type");
+  }
   const int32_t start = g_.AddRule("root");
   g_.set_start(start);
   Symbol body;

@@ -70,6 +70,12 @@ class SchemaCompiler {
                         Symbol extra_member, Symbol* out);
   Status ArraySchema(const Keywords& kw, const std::string& path, int depth, Symbol* out);
   Status Literal(element v, Sequence* out);
+  /// Every member exactly once, in any order, separated by commas (2^n rules).
+  Symbol AnyOrder(const std::vector<Symbol>& members);
+  /// The key of extra members under propertyNames / patternProperties (false: the default).
+  Status ExtraKey(const Keywords& kw, const std::string& path, int depth,
+                  const std::vector<std::string>& names, bool* extra, Symbol* extra_value,
+                  Symbol* key, bool* empty_only);
   bool GetInt(const Keywords& kw, const char* key, int64_t* v);
   bool GetNumber(const Keywords& kw, const char* key, double* v);
 
@@ -78,6 +84,8 @@ class SchemaCompiler {
   JsonPieces j_;
   simdjson::dom::parser parser_;
   element root_;
+  simdjson::dom::parser aux_parser_;
+  element string_type_;  // {"type":"string"}, intersected with propertyNames
   std::map<std::string, int32_t> ref_rules_;
   std::vector<std::string> unenforced_;
   std::vector<std::string> notes_;

@@ -163,47 +163,6 @@ Symbol JsonPieces::IntegerRange(bool has_lo, int64_t lo, bool has_hi, int64_t hi
   return alts.empty() ? g_->Nothing() : g_->Choice(std::move(alts), "integer_range");
 }
 
-// Unsigned decimals m (integer part, optional fraction) with a <(=) m <(=) b.
-void JsonPieces::Magnitudes(int64_t a, bool a_excl, bool has_b, int64_t b, bool b_excl,
-                            std::vector<Sequence>* alts) {
-  const Symbol digit = B(ByteSet::Range('0', '9'));
-  const Symbol dot = B(ByteSet::Single('.'));
-  const Symbol any_frac = g_->Optional(g_->Group({dot, g_->Plus(digit)}, "frac"));
-  const Symbol zero_frac = g_->Optional(g_->Group({dot, g_->Plus(B(ByteSet::Single('0')))}));
-  const Symbol nonzero_frac =
-      g_->Group({dot, g_->Star(digit), B(ByteSet::Range('1', '9')), g_->Star(digit)}, "frac");
-  const auto lit = [&](int64_t n) { return g_->Group(Grammar::Literal(std::to_string(n))); };
-  if (has_b && a > b) return;
-  if (has_b && a == b) {
-    if (!a_excl && !b_excl) alts->push_back({lit(a), zero_frac});
-    return;
-  }
-  if (!has_b || a + 1 <= b - 1) alts->push_back({NonNegativeRange(a + 1, has_b, b - 1), any_frac});
-  alts->push_back({lit(a), a_excl ? nonzero_frac : any_frac});
-  if (has_b && !b_excl) alts->push_back({lit(b), zero_frac});
-}
-
-Symbol JsonPieces::NumberRange(bool has_lo, int64_t lo, bool lo_excl, bool has_hi, int64_t hi,
-                               bool hi_excl) {
-  std::vector<Sequence> alts;
-  if (!has_lo || lo < 0) {  // x < 0: "-" and a magnitude in (max(0, -hi), -lo]
-    std::vector<Sequence> neg;
-    if (has_hi && hi < 0) {
-      Magnitudes(-hi, hi_excl, has_lo, has_lo ? -lo : 0, lo_excl, &neg);
-    } else {
-      Magnitudes(0, true, has_lo, has_lo ? -lo : 0, lo_excl, &neg);
-    }
-    if (!neg.empty()) {
-      alts.push_back({B(ByteSet::Single('-')), g_->Choice(std::move(neg), "negative")});
-    }
-  }
-  if (!has_hi || hi > 0 || (hi == 0 && !hi_excl)) {  // x >= 0
-    const bool lo_here = has_lo && lo >= 0;
-    Magnitudes(lo_here ? lo : 0, lo_here && lo_excl, has_hi, hi, hi_excl, &alts);
-  }
-  return alts.empty() ? g_->Nothing() : g_->Choice(std::move(alts), "number_range");
-}
-
 Symbol JsonPieces::Number(bool non_negative) {
   const Symbol digits1 = g_->Plus(B(ByteSet::Range('0', '9')));
   const Symbol frac = g_->Optional(g_->Group({B(ByteSet::Single('.')), digits1}, "frac"));

@@ -33,9 +33,24 @@ class JsonPieces {
   /// Integers in [lo, hi] exactly (no leading zeros, no "-0"); an absent bound is unbounded.
   /// Bounds must be within +-1e18.
   Symbol IntegerRange(bool has_lo, int64_t lo, bool has_hi, int64_t hi);
-  /// Numbers in a range with integer bounds (each optional, inclusive or exclusive), exactly,
-  /// written without exponent; no "-0". Bounds must be within +-1e18.
-  Symbol NumberRange(bool has_lo, int64_t lo, bool lo_excl, bool has_hi, int64_t hi, bool hi_excl);
+  /// A decimal bound: sign, integer part (<= 1e18) and fraction digits without trailing zeros.
+  struct Decimal {
+    bool neg = false;
+    int64_t ip = 0;
+    std::string frac;
+  };
+  /// The exact decimal value of the shortest spelling of v; false beyond +-1e18 or with more
+  /// than 40 fraction digits.
+  static bool ToDecimal(double v, Decimal* out);
+  /// Numbers in a range with decimal bounds (each optional, inclusive or exclusive), exactly,
+  /// written without exponent; no "-0".
+  Symbol DecimalRange(bool has_lo, const Decimal& lo, bool lo_excl, bool has_hi, const Decimal& hi,
+                      bool hi_excl);
+  /// Numbers with a nonzero fraction digit, without exponent (never integers).
+  Symbol NonIntegerNumber();
+  /// Multiples of q (integers only when `integer`), written without exponent. InvalidArgument
+  /// when the residue automaton would be too large (q * 10^fraction digits above ~4096).
+  Result<Symbol> MultipleOf(double q, bool integer);
   /// Numbers (JSON number syntax); non_negative forbids the minus sign.
   Symbol Number(bool non_negative = false);
   /// Any JSON value / object / array.
@@ -53,8 +68,19 @@ class JsonPieces {
  private:
   Symbol SameLength(const std::string& a, const std::string& b);
   Symbol NonNegativeRange(int64_t lo, bool has_hi, int64_t hi);
-  void Magnitudes(int64_t a, bool a_excl, bool has_b, int64_t b, bool b_excl,
-                  std::vector<Sequence>* alts);
+  // Fraction digit strings: nonempty alternatives, and whether the empty string belongs.
+  struct FracLang {
+    std::vector<Sequence> alts;
+    bool nullable = false;
+  };
+  Symbol FracSymbol(FracLang l);
+  Symbol OptionalFraction(FracLang l);  // "" when nullable, "." and a nonempty member
+  FracLang AnyFraction();
+  FracLang FracBound(const std::string& f, size_t i, bool lower, bool excl);
+  FracLang FracBetween(const std::string& a, bool a_excl, const std::string& b, bool b_excl,
+                       size_t i);
+  void DecimalMagnitudes(const Decimal& a, bool a_excl, bool has_b, const Decimal& b, bool b_excl,
+                         std::vector<Sequence>* alts);
 
   Grammar* g_;
   bool flexible_;

@@ -67,19 +67,11 @@ bool ValueFits(element v, unsigned mask) {
       return mask & kString;
     case simdjson::dom::element_type::INT64:
     case simdjson::dom::element_type::UINT64:
-      return mask & (kNumber | kInteger);
+      return mask & kInteger;
     default:
       if (v.get_double().get(d) != simdjson::SUCCESS) return false;
-      return (mask & kNumber) || ((mask & kInteger) && std::floor(d) == d);
+      return std::floor(d) == d ? (mask & kInteger) : (mask & kNumber);
   }
-}
-
-// `type` is exactly "integer" (then multipleOf 1 holds already).
-bool IsIntegerOnly(const Keywords& kw) {
-  auto t = kw.single.find("type");
-  std::string_view s;
-  return t != kw.single.end() && t->second.get_string().get(s) == simdjson::SUCCESS &&
-         s == "integer";
 }
 
 }  // namespace
@@ -117,15 +109,23 @@ Status SchemaCompiler::Literal(element v, Sequence* out) {
     j_.Ws(out);
     lit("]");
   } else if (v.get_object().get(obj) == simdjson::SUCCESS) {
+    // Members in any order (in schema order only beyond kMaxAnyOrder members).
+    std::vector<Symbol> members;
+    for (auto field : obj) {
+      Sequence m = Grammar::Literal(JsonPieces::EncodeString(field.key));
+      j_.Punct(&m, ":");
+      DI_RETURN_IF_ERROR(Literal(field.value, &m));
+      members.push_back(g_.Group(std::move(m), "member"));
+    }
     lit("{");
     j_.Ws(out);
-    bool first = true;
-    for (auto field : obj) {
-      if (!first) j_.Punct(out, ",");
-      first = false;
-      lit(JsonPieces::EncodeString(field.key));
-      j_.Punct(out, ":");
-      DI_RETURN_IF_ERROR(Literal(field.value, out));
+    if (members.size() > kMaxAnyOrder) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (i > 0) j_.Punct(out, ",");
+        out->push_back(members[i]);
+      }
+    } else if (!members.empty()) {
+      out->push_back(AnyOrder(members));
     }
     j_.Ws(out);
     lit("}");
@@ -155,12 +155,9 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
                                                     "minItems",
                                                     "maxItems"};
   // Validation keywords without an implementation; anything else unknown is an annotation.
-  static const std::set<std::string_view> kUnsupported = {"not",
-                                                          "if",
+  static const std::set<std::string_view> kUnsupported = {"if",
                                                           "then",
                                                           "else",
-                                                          "patternProperties",
-                                                          "propertyNames",
                                                           "dependentRequired",
                                                           "dependentSchemas",
                                                           "dependencies",
@@ -170,17 +167,11 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
                                                           "minContains",
                                                           "maxContains",
                                                           "uniqueItems",
-                                                          "multipleOf",
                                                           "$dynamicRef",
                                                           "$recursiveRef"};
   for (const auto& [k, v] : kw.single) {
     if (kKnown.count(k) || !kUnsupported.count(k)) continue;
     bool b = true;
-    double d = 0;
-    if (k == "multipleOf" && v.get_double().get(d) == simdjson::SUCCESS && d == 1 &&
-        IsIntegerOnly(kw)) {
-      continue;
-    }
     int64_t n = -1;
     if (k == "uniqueItems" && v.get_bool().get(b) == simdjson::SUCCESS && !b) continue;
     if (k == "minContains" && GetInt(kw, k.c_str(), &n) && n == 0) {
@@ -195,6 +186,41 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
     unsigned m2;
     DI_RETURN_IF_ERROR(TypeMask(extra, path, &m2));
     mask &= m2;
+  }
+  auto no = kw.single.find("not");
+  if (no != kw.single.end()) {
+    bool b;
+    if (no->second.get_bool().get(b) == simdjson::SUCCESS) {
+      if (b) {  // not: true rejects everything
+        *out = g_.Nothing();
+        return Status::Ok();
+      }
+    } else {
+      // `not` of a schema with only `type` (or nothing) removes those types; others are reported.
+      object sub;
+      bool simple = no->second.get_object().get(sub) == simdjson::SUCCESS;
+      element nt;
+      bool has_type = false;
+      for (auto field : sub) {
+        if (field.key == "type") {
+          nt = field.value;
+          has_type = true;
+        } else if (!IsAnnotation(field.key) && (IsValidationKeyword(field.key) ||
+                                                field.key == "$ref" || field.key == "allOf")) {
+          simple = false;
+        }
+      }
+      if (!simple) {
+        Unenforced(path, "not");
+      } else if (!has_type) {  // not: {} rejects everything
+        *out = g_.Nothing();
+        return Status::Ok();
+      } else {
+        unsigned nm;
+        DI_RETURN_IF_ERROR(TypeMask(nt, path + "/not", &nm));
+        mask &= ~nm;
+      }
+    }
   }
   std::vector<Sequence> alts;
   auto c = kw.single.find("const");
@@ -231,7 +257,13 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
     DI_RETURN_IF_ERROR(StringSchema(kw, path, &s));
     alts.push_back({s});
   }
-  if (mask & (kNumber | kInteger)) {
+  if ((mask & kNumber) && !(mask & kInteger)) {  // numbers that are not integers
+    for (const char* k :
+         {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
+      if (kw.single.count(k)) Unenforced(path, k, "is not enforced next to 'not' integer");
+    }
+    alts.push_back({j_.NonIntegerNumber()});
+  } else if (mask & (kNumber | kInteger)) {
     DI_RETURN_IF_ERROR(NumberSchema(kw, path, !(mask & kNumber), &s));
     alts.push_back({s});
   }
@@ -307,6 +339,19 @@ Status SchemaCompiler::NumberSchema(const Keywords& kw, const std::string& path,
   if (GetNumber(kw, "exclusiveMaximum", &v) && (!has_hi || v <= hi)) {
     hi = v, has_hi = true, hi_excl = true;
   }
+  double q = 0;
+  if (GetNumber(kw, "multipleOf", &q) && !(integer && q == 1)) {
+    if (has_lo || has_hi) {
+      Unenforced(path, "multipleOf", "together with minimum/maximum is not enforced");
+    } else {
+      Result<Symbol> r = j_.MultipleOf(q, integer);
+      if (r.ok()) {
+        *out = *r;
+        return Status::Ok();
+      }
+      Unenforced(path, "multipleOf", "is not enforced: " + r.status().message());
+    }
+  }
   const bool in_range = (!has_lo || std::fabs(lo) <= 1e18) && (!has_hi || std::fabs(hi) <= 1e18);
   if (integer) {
     if (has_lo) lo = lo_excl ? std::floor(lo) + 1 : std::ceil(lo);
@@ -323,15 +368,16 @@ Status SchemaCompiler::NumberSchema(const Keywords& kw, const std::string& path,
     *out = j_.Number();
     return Status::Ok();
   }
-  const bool integral = (!has_lo || std::floor(lo) == lo) && (!has_hi || std::floor(hi) == hi);
-  if (in_range && integral) {  // exact for integer-valued bounds (numbers without exponent)
-    *out = j_.NumberRange(has_lo, static_cast<int64_t>(lo), lo_excl, has_hi,
-                          static_cast<int64_t>(hi), hi_excl);
+  // Exact for decimal bounds (numbers written without exponent).
+  JsonPieces::Decimal dlo, dhi;
+  if ((has_lo && !JsonPieces::ToDecimal(lo, &dlo)) ||
+      (has_hi && !JsonPieces::ToDecimal(hi, &dhi))) {
+    Unenforced(path, "minimum/maximum",
+               "beyond 1e18 or with over 40 fraction digits is not enforced");
+    *out = j_.Number();
     return Status::Ok();
   }
-  // Other bounds: only the sign is enforced.
-  Unenforced(path, "minimum/maximum", "with non-integer bounds is enforced only as a sign");
-  *out = j_.Number(has_lo && lo >= 0);
+  *out = j_.DecimalRange(has_lo, dlo, lo_excl, has_hi, dhi, hi_excl);
   return Status::Ok();
 }
 
