@@ -254,6 +254,10 @@ const std::vector<OptionSpec>& OptionTable() {
      SetUint<&C::batch_requests, 1, 4096>, Same<&C::batch_requests>},
     {{"step_token_budget", "N", "512", "tokens per engine step (prefill chunks share what decode leaves)", false},
      SetUint<&C::step_token_budget, 1, 1u << 20>, Same<&C::step_token_budget>},
+    {{"overlap", "on|off", "on",
+      "prepare the next engine step (grammar masks, new requests) while the model runs; "
+      "--no-overlap is --overlap off", false},
+     SetBool<&C::overlap>, Same<&C::overlap>},
     {{"event_ring_slots", "N", "4096", "slots of each client's event ring (power of two)", false},
      SetRingSlots, Same<&C::event_ring_slots>},
     {{"watchdog", "on|off", "on", "feed the systemd watchdog when WatchdogSec= is set", false},
@@ -332,6 +336,10 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, char** argv) {
     }
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
       return InvalidArgument(std::string(arg) + ": unexpected argument (options are --name VALUE)");
+    }
+    if (arg == "--no-overlap") {  // the one bare flag: the plain, sequential engine loop
+      flags.emplace_back("overlap", "off");
+      continue;
     }
     std::string_view name = arg.substr(2);
     std::optional<std::string_view> value;

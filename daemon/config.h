@@ -60,6 +60,7 @@ struct DaemonConfig {
   uint32_t event_ring_slots = 4096;  // slots of each client's event ring (power of two)
 
   // --- process ---
+  bool overlap = true;             // prepare step N+1 while step N runs (--no-overlap: off)
   bool watchdog = true;            // feed the systemd watchdog when WATCHDOG_USEC is set
   std::string log_level = "info";  // trace|debug|info|warn|error|critical|off (spdlog names)
 };

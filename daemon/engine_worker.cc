@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
+
+#include "engine/common/thread_pool.h"
 
 namespace deepinfer {
 
@@ -113,6 +116,32 @@ void EngineWorker::Loop() {
     running[i] = std::move(running.back());
     running.pop_back();
   };
+  // New jobs from the inbox into `waiting`; a waiting job cancelled by its client ends now, not
+  // when a slot frees up. Touches nothing the model step uses, so it may run during one.
+  auto take_new_jobs = [&] {
+    std::shared_ptr<EngineJob>* raw = nullptr;
+    while (waiting.size() < options_.queue_capacity && inbox_.pop(raw)) {
+      std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
+      waiting.push_back(std::move(*holder));
+    }
+    for (size_t w = 0; w < waiting.size();) {
+      if (stopping_ || waiting[w]->cancel.load(std::memory_order_relaxed)) {
+        stats_.queue_depth.fetch_sub(1);
+        waiting[w]->on_done(GenerationEnd::kCancelled);
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
+      } else {
+        ++w;
+      }
+    }
+  };
+  ThreadPool sampling_pool(std::max(1, options_.sampling_threads));
+  std::vector<Status> sampled;  // per running index, after the parallel sampling
+  std::optional<AsyncForward> async;
+  if (options_.overlap) async.emplace(model_);
+  std::vector<size_t> samples_now;  // running indexes whose row is sampled after this step
+  std::vector<uint8_t> prefilled;   // per running index: this step fed it a prefill chunk
+  bool stepped = false;             // the previous iteration ran a step (for the idle gap)
+  AsyncForward::Clock::time_point last_end{};
   for (;;) {
     // Admit waiting requests while there is room in the batch and in the cache budget.
     auto has_room = [&] {
@@ -123,21 +152,7 @@ void EngineWorker::Loop() {
       running.push_back(std::move(preempted.front()));
       preempted.pop_front();
     }
-    std::shared_ptr<EngineJob>* raw = nullptr;
-    while (waiting.size() < options_.queue_capacity && inbox_.pop(raw)) {
-      std::unique_ptr<std::shared_ptr<EngineJob>> holder(raw);
-      waiting.push_back(std::move(*holder));
-    }
-    // A waiting request cancelled by its client ends now, not when a slot frees up.
-    for (size_t w = 0; w < waiting.size();) {
-      if (stopping_ || waiting[w]->cancel.load(std::memory_order_relaxed)) {
-        stats_.queue_depth.fetch_sub(1);
-        waiting[w]->on_done(GenerationEnd::kCancelled);
-        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
-      } else {
-        ++w;
-      }
-    }
+    take_new_jobs();
     while (preempted.empty() && has_room() && !waiting.empty()) {
       const size_t w = next_waiting();
       std::shared_ptr<EngineJob> job = std::move(waiting[w]);
@@ -183,6 +198,7 @@ void EngineWorker::Loop() {
       stats_.preemptions.fetch_add(1);
     }
     if (running.empty() && preempted.empty()) {
+      stepped = false;
       stats_.cache_bytes.store(0);
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
@@ -191,7 +207,9 @@ void EngineWorker::Loop() {
     }
     // One step: every decoding request gets its token, prefills share what is left of the budget.
     items.clear();
+    samples_now.clear();
     item_of.assign(running.size(), SIZE_MAX);
+    prefilled.assign(running.size(), 0);
     int64_t budget = options_.step_token_budget;
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t i = 0; i < running.size(); ++i) {
@@ -205,35 +223,77 @@ void EngineWorker::Loop() {
         }
         std::span<const int32_t> in = st.NextInput(budget, options_.prefix_cache_bytes > 0);
         budget -= static_cast<int64_t>(in.size());
+        prefilled[i] = pass == 1;
+        if (static_cast<size_t>(st.seq().length) + in.size() == st.context().size()) {
+          samples_now.push_back(i);
+        }
         item_of[i] = items.size();
         items.push_back({&st.seq(), in, nullptr, nullptr, true});
       }
     }
     logits.resize(items.size() * static_cast<size_t>(vocab));
     for (size_t k = 0; k < items.size(); ++k) items[k].logits = &logits[k * vocab];
-    Status st = model_.ForwardBatch(items);
+    const AsyncForward::Clock::time_point start = AsyncForward::Clock::now();
+    if (stepped) {
+      const uint64_t gap = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(start - last_end).count());
+      stats_.idle_gap_ns_total.fetch_add(gap, std::memory_order_relaxed);
+      stats_.idle_gaps.fetch_add(1, std::memory_order_relaxed);
+      if (gap > stats_.idle_gap_ns_max.load(std::memory_order_relaxed)) {
+        stats_.idle_gap_ns_max.store(gap, std::memory_order_relaxed);
+      }
+    }
+    Status st;
+    if (async) {
+      async->Launch(items);
+      // While the model runs: the grammar masks this step's samples need, and new requests.
+      for (size_t i : samples_now) running[i].state->PrepareMask();
+      take_new_jobs();
+      st = async->Wait();
+      last_end = async->finished_at();
+    } else {
+      st = model_.ForwardBatch(items);
+      last_end = AsyncForward::Clock::now();
+    }
+    stepped = true;
+    stats_.forward_ns_total.fetch_add(
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(last_end - start).count()),
+        std::memory_order_relaxed);
+    stats_.forward_steps.fetch_add(1, std::memory_order_relaxed);
     stats_.steps.fetch_add(1, std::memory_order_relaxed);
     uint64_t bytes = 0;
     for (const Running& r : running) bytes += r.state->seq().bytes();
     stats_.cache_bytes.store(bytes, std::memory_order_relaxed);
+    // Draws for every request sampled this step, in parallel; what they emit follows in order.
+    sampled.assign(running.size(), Status::Ok());
+    if (st.ok()) {
+      sampling_pool.ParallelFor(
+          static_cast<int64_t>(samples_now.size()), [&](int64_t b, int64_t e) {
+            for (int64_t k = b; k < e; ++k) {
+              const size_t i = samples_now[static_cast<size_t>(k)];
+              sampled[i] = running[i].state->Sample(&logits[item_of[i] * vocab]);
+            }
+          });
+    }
     for (size_t i = running.size(); i-- > 0;) {
       if (item_of[i] == SIZE_MAX) continue;
-      if (!st.ok()) {
-        finish(i, st);
+      if (!st.ok() || !sampled[i].ok()) {
+        finish(i, st.ok() ? sampled[i] : st);
         continue;
       }
-      // A prefill chunk that ended on a block boundary leaves a state worth keeping.
+      // A prefill chunk that ended on a block boundary leaves a state worth keeping (even a
+      // one-token chunk, which is what a nearly spent step budget leaves).
       const SequenceState& seq = running[i].state->seq();
-      if (items[item_of[i]].tokens.size() > 1 && seq.length % PrefixCache::kBlock == 0) {
+      if (prefilled[i] && seq.length % PrefixCache::kBlock == 0) {
         prefix_cache.Insert(running[i].state->context().first(seq.length), seq);
         stats_.prefix_cache_bytes.store(prefix_cache.bytes(), std::memory_order_relaxed);
       }
       EngineJob& job = *running[i].job;
-      auto end =
-          running[i].state->OnStep(&logits[item_of[i] * vocab], [&](const GeneratedToken& t) {
-            stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
-            return job.on_token(t);
-          });
+      auto end = running[i].state->Emit([&](const GeneratedToken& t) {
+        stats_.tokens_generated.fetch_add(1, std::memory_order_relaxed);
+        return job.on_token(t);
+      });
       if (!end.ok()) {
         finish(i, end.status());
       } else if (end->has_value()) {

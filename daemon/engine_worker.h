@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "engine/cache/prefix_cache.h"
+#include "engine/scheduler/async_forward.h"
 #include "engine/scheduler/generator.h"
 
 namespace deepinfer {
@@ -46,6 +47,13 @@ struct EngineStats {
   std::atomic<uint64_t> prefix_cache_hit_tokens{0};
   std::atomic<uint64_t> prefix_cache_lookup_tokens{0};
   std::atomic<uint64_t> prefix_cache_bytes{0};
+  // Step timing: model time per step, and the gap between one step's end and the next one's
+  // start while requests keep running (the device idles there unless the loop overlaps).
+  std::atomic<uint64_t> forward_ns_total{0};
+  std::atomic<uint64_t> forward_steps{0};
+  std::atomic<uint64_t> idle_gap_ns_total{0};
+  std::atomic<uint64_t> idle_gap_ns_max{0};
+  std::atomic<uint64_t> idle_gaps{0};
 };
 
 class EngineWorker {
@@ -56,6 +64,8 @@ class EngineWorker {
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
     uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
     uint64_t prefix_cache_bytes = 0;  // snapshots of prefixes at 128-token boundaries; 0 = off
+    bool overlap = true;       // prepare the next step (masks, new requests) while the model runs
+    int sampling_threads = 1;  // requests of a step sample in parallel (the model is idle then)
   };
   EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
   EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)

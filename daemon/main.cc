@@ -63,6 +63,8 @@ int Run(int argc, char** argv) {
   engine_options.step_token_budget = cfg.step_token_budget;
   engine_options.cache_memory_bytes = cfg.cache_memory_bytes;
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
+  engine_options.overlap = cfg.overlap;
+  engine_options.sampling_threads = threads;
   EngineWorker engine(model, tokenizer.get(), engine_options);
   engine.Start();
   if (cfg.warmup) {

@@ -117,6 +117,13 @@ std::string Server::StatusJson() const {
   j += ", \"prefix_cache_hit_tokens\": " + std::to_string(e.prefix_cache_hit_tokens.load());
   j += ", \"prefix_cache_lookup_tokens\": " + std::to_string(e.prefix_cache_lookup_tokens.load());
   j += ", \"prefix_cache_bytes\": " + std::to_string(e.prefix_cache_bytes.load());
+  const uint64_t fwd = e.forward_steps.load(), gaps = e.idle_gaps.load();
+  j += ", \"overlap\": " + std::string(config_.overlap ? "true" : "false");
+  j += ", \"step_forward_us_avg\": " +
+       std::to_string(fwd ? e.forward_ns_total.load() / 1000.0 / static_cast<double>(fwd) : 0.0);
+  j += ", \"idle_gap_us_avg\": " +
+       std::to_string(gaps ? e.idle_gap_ns_total.load() / 1000.0 / static_cast<double>(gaps) : 0.0);
+  j += ", \"idle_gap_us_max\": " + std::to_string(e.idle_gap_ns_max.load() / 1000.0);
   j += ", \"bad_frames\": " + std::to_string(counters_.bad_frames.load());
   j += "}";
   return j;

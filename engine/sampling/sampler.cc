@@ -1,7 +1,9 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace deepinfer {
@@ -16,6 +18,43 @@ uint64_t Mix(uint64_t z) {
 
 int32_t Argmax(const float* logits, int32_t vocab) {
   return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+}
+
+// A float's bits as an unsigned key that sorts like the float, largest first.
+inline uint32_t DescendingKey(float f) {
+  if (f == 0.0f) f = 0.0f;  // -0 ties with +0, as in the comparison order
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~u;
+}
+
+// All ids by descending logit, ties by lower id: a stable LSD radix sort (11-bit digits) of ids
+// taken in ascending order, the same order the comparison sort gives, in a few linear passes
+// instead of n log n indirect comparisons (129K logits: ~1 ms instead of ~15 ms).
+void SortByLogit(const float* logits, int32_t n, std::vector<int32_t>& order) {
+  thread_local std::vector<uint32_t> keys, keys_tmp;
+  thread_local std::vector<int32_t> ids_tmp;
+  keys.resize(n);
+  keys_tmp.resize(n);
+  ids_tmp.resize(n);
+  order.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    keys[i] = DescendingKey(logits[i]);
+    order[i] = i;
+  }
+  for (int shift = 0; shift < 32; shift += 11) {
+    std::array<uint32_t, 2049> count{};
+    for (int32_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 2047u) + 1];
+    for (size_t d = 1; d < count.size(); ++d) count[d] += count[d - 1];
+    for (int32_t i = 0; i < n; ++i) {
+      const uint32_t at = count[(keys[i] >> shift) & 2047u]++;
+      keys_tmp[at] = keys[i];
+      ids_tmp[at] = order[i];
+    }
+    keys.swap(keys_tmp);
+    order.swap(ids_tmp);
+  }
 }
 
 }  // namespace
@@ -75,17 +114,22 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
                     uint64_t position, std::vector<int32_t>& order) {
   if (cfg.temperature <= 0.0f || cfg.top_k == 1) return Argmax(logits, vocab);
   // Candidates by descending logit; ties by lower id, so the order is fully determined.
-  order.resize(vocab);
-  std::iota(order.begin(), order.end(), 0);
   int32_t n = vocab;
   if (cfg.top_k > 0 && cfg.top_k < vocab) n = cfg.top_k;
-  auto by_logit = [logits](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  std::partial_sort(order.begin(), order.begin() + n, order.end(), by_logit);
+  if (n <= 1024) {  // a small top-k: selecting beats sorting everything
+    order.resize(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [logits](int32_t a, int32_t b) {
+                        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                      });
+  } else {
+    SortByLogit(logits, vocab, order);
+  }
   const double inv_t = 1.0 / cfg.temperature;
   const double top = logits[order[0]];
-  std::vector<double> p(n);
+  thread_local std::vector<double> p;
+  p.resize(n);
   double sum = 0;
   for (int32_t i = 0; i < n; ++i) sum += (p[i] = std::exp((logits[order[i]] - top) * inv_t));
   // min-p: drop candidates below min_p times the most likely one.

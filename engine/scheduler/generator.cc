@@ -82,17 +82,29 @@ std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_bl
   return std::span<const int32_t>(&context_[done], n);
 }
 
+void RequestState::PrepareMask() {
+  if (!matcher_ || mask_ready_) return;
+  matcher_->FillNextTokenBitmask(mask_.data());
+  mask_ready_ = true;
+}
+
 Result<std::optional<GenerationEnd>> RequestState::OnStep(
     float* last, const std::function<bool(const GeneratedToken&)>& emit) {
+  DI_RETURN_IF_ERROR(Sample(last));
+  return Emit(emit);
+}
+
+Status RequestState::Sample(float* last) {
   const GenerationParams& p = params_;
   // Still catching up with the prompt (or a replay): nothing to sample yet.
-  if (static_cast<size_t>(seq_.length) < context_.size()) return std::optional<GenerationEnd>();
+  sampled_ = false;
+  if (static_cast<size_t>(seq_.length) < context_.size()) return Status::Ok();
   const int32_t vocab = model_.config().vocab_size;
-  const int32_t eos = model_.config().eos_token_id;
   ApplyLogitProcessors(last, vocab, p.sampling, history_);
   if (matcher_) {
     // Structured output: tokens the grammar does not allow cannot be sampled.
-    matcher_->FillNextTokenBitmask(mask_.data());
+    PrepareMask();
+    mask_ready_ = false;  // the token sampled below moves the grammar on
     const int32_t covered = std::min<int32_t>(vocab, params_.vocabulary->size());
     bool any = false;
     for (int32_t t = 0; t < vocab; ++t) {
@@ -110,6 +122,17 @@ Result<std::optional<GenerationEnd>> RequestState::OnStep(
   ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
   context_.push_back(token);
+  sampled_ = true;
+  return Status::Ok();
+}
+
+Result<std::optional<GenerationEnd>> RequestState::Emit(
+    const std::function<bool(const GeneratedToken&)>& emit) {
+  if (!sampled_) return std::optional<GenerationEnd>();
+  sampled_ = false;
+  const GenerationParams& p = params_;
+  const int32_t eos = model_.config().eos_token_id;
+  const int32_t token = context_.back();
   const bool grammar_done = matcher_ && matcher_->IsTerminated();
   const bool stop_id = grammar_done || (!p.ignore_eos && token == eos) ||
                        std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();

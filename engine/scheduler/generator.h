@@ -71,6 +71,14 @@ class RequestState {
   /// on.
   Result<std::optional<GenerationEnd>> OnStep(
       float* last_logits, const std::function<bool(const GeneratedToken&)>& emit);
+  /// OnStep in two halves, for a batch: Sample (logit processors, grammar mask, the draw, the
+  /// grammar and history updates) touches only this request, so different requests may sample
+  /// in parallel; Emit (text, stop rules, the callback) then runs on the caller's thread.
+  Status Sample(float* last_logits);
+  Result<std::optional<GenerationEnd>> Emit(const std::function<bool(const GeneratedToken&)>& emit);
+  /// Computes the grammar mask the next OnStep will apply, so that it can run while the model
+  /// step does (it reads only the grammar state, never the sequence). No-op without a grammar.
+  void PrepareMask();
 
  private:
   Model& model_;
@@ -88,6 +96,8 @@ class RequestState {
   std::vector<int32_t> scratch_;
   std::optional<grammar::GrammarMatcher> matcher_;
   std::vector<uint32_t> mask_;
+  bool mask_ready_ = false;  // mask_ is for the matcher's current state
+  bool sampled_ = false;     // Sample drew a token that Emit has not handled yet
 };
 
 class Generator {

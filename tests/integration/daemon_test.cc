@@ -427,6 +427,62 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
+// A step budget of one token makes every prefill chunk one token long; the chunk that ends on
+// the 128-token boundary still leaves a snapshot, and a later request sharing the block hits it.
+TEST_F(DaemonTest, OneTokenPrefillChunksStillFillThePrefixCache) {
+  Daemon d(dir_ / "model", socket_, {"--step-token-budget", "1"});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  std::vector<int32_t> prompt;
+  for (int t = 0; t < 130; ++t) prompt.push_back((t * 31 + 5) % 512);
+  ASSERT_TRUE((*c)->Generate(Request(1, prompt, 2)).ok());
+  Drain(**c);
+  prompt.back() = (prompt.back() + 1) % 512;
+  ASSERT_TRUE((*c)->Generate(Request(2, prompt, 2)).ok());
+  Drain(**c);
+  auto status = (*c)->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":128"), std::string::npos) << *status;
+}
+
+// The overlapped loop (masks and new requests prepared while the model runs) and the plain one
+// (--no-overlap) give the same tokens for a batch mixing greedy, seeded and grammar requests;
+// status reports the mode and the step timing.
+TEST_F(DaemonTest, OverlappedAndPlainLoopsGiveTheSameOutputs) {
+  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  auto run = [&](const std::string& sock, std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--tokenizer", tok});
+    Daemon d(dir_ / "model", sock, flags);
+    auto c = client::Client::Connect(sock);
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return std::make_pair(std::map<uint64_t, Ended>{}, std::string());
+    for (uint64_t id = 1; id <= 8; ++id) {
+      auto r = Request(id, {static_cast<int32_t>(id), 7, 9, static_cast<int32_t>(3 * id)}, 12);
+      r.temperature = id % 2 ? 0.0 : 0.9;
+      r.seed = id;
+      if (id % 4 == 1) r.response_format_json = R"({"type": "regex", "regex": "[a-z]{4}-[0-9]+"})";
+      if (id % 4 == 2) r.response_format_json = R"({"type": "json_object"})";
+      EXPECT_TRUE((*c)->Generate(r).ok());
+    }
+    auto ended = DrainRequests(**c, 8);
+    auto status = (*c)->GetStatus();
+    EXPECT_TRUE(status.ok());
+    return std::make_pair(ended, status.ok() ? *status : std::string());
+  };
+  const auto [overlapped, status_on] = run(dir_ / "on.sock", {});
+  const auto [plain, status_off] = run(dir_ / "off.sock", {"--no-overlap"});
+  ASSERT_EQ(overlapped.size(), 8u);
+  for (const auto& [id, r] : overlapped) {
+    EXPECT_TRUE(EndedDone(r)) << id;
+    EXPECT_FALSE(r.tokens.empty()) << id;
+    EXPECT_EQ(r.tokens, plain.at(id).tokens) << "request " << id;
+  }
+  EXPECT_NE(status_on.find("\"overlap\":true"), std::string::npos) << status_on;
+  EXPECT_NE(status_off.find("\"overlap\":false"), std::string::npos) << status_off;
+  EXPECT_NE(status_on.find("\"step_forward_us_avg\""), std::string::npos) << status_on;
+  EXPECT_NE(status_on.find("\"idle_gap_us_avg\""), std::string::npos) << status_on;
+}
+
 // A second request sharing a 300-token prefix resumes from the cached 256-token snapshot and
 // produces exactly what it produces with the cache off.
 TEST_F(DaemonTest, PrefixCacheHitsAndKeepsOutputsExact) {

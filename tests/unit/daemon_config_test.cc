@@ -148,7 +148,8 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "--prefix-cache-bytes",
                   "0",
                   "--step-token-budget",
-                  "100"});
+                  "100",
+                  "--no-overlap"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -172,6 +173,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->batch_requests, 8u);
   EXPECT_EQ(c->prefix_cache_bytes, 0u);
   EXPECT_EQ(c->step_token_budget, 100u);
+  EXPECT_FALSE(c->overlap);
   // Every option differs from its default, so the test covers the whole table.
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
 }
@@ -369,6 +371,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "prefix_cache_bytes",
                                           "batch_requests",
                                           "step_token_budget",
+                                          "overlap",
                                           "watchdog",
                                           "log_level"};
   std::set<std::string> keys;

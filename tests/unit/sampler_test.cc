@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -31,6 +32,66 @@ TEST(SamplerTest, DrawsDependOnlyOnSeedStreamAndPosition) {
 }
 
 // Sampling frequencies over many positions follow softmax(logits / T).
+// The draw over a large vocabulary (sorted by a radix sort) equals the draw over the candidates
+// in comparison-sort order (descending logit, ties by lower id), computed here directly, with
+// ties, both zeros and masked (-inf) tokens in the logits.
+TEST(SamplerTest, LargeVocabularyDrawsFollowTheComparisonOrder) {
+  const int32_t vocab = 20000;
+  std::vector<float> logits(vocab);
+  uint64_t state = 42;
+  for (int32_t i = 0; i < vocab; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int bucket = static_cast<int>((state >> 33) % 64);
+    logits[i] = bucket == 0   ? -INFINITY
+                : bucket == 1 ? -0.0f
+                : bucket == 2 ? 0.0f
+                              : static_cast<float>(bucket - 32) * 0.25f;  // many exact ties
+  }
+  std::vector<int32_t> order(vocab);
+  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (float temperature : {0.3f, 1.0f, 4.0f}) {
+    for (float top_p : {1.0f, 0.9f}) {
+      SamplingConfig cfg{.temperature = temperature, .top_p = top_p, .seed = 5};
+      std::vector<double> p(vocab);
+      double sum = 0;
+      for (int32_t i = 0; i < vocab; ++i) {
+        const double top = logits[order[0]];
+        sum += (p[i] = std::exp((logits[order[i]] - top) * (1.0 / double{temperature})));
+      }
+      int32_t keep = vocab;
+      if (top_p < 1.0f) {
+        double acc = 0;
+        for (int32_t i = 0; i < vocab; ++i) {
+          acc += p[i];
+          if (acc >= top_p * sum) {
+            keep = i + 1;
+            sum = acc;
+            break;
+          }
+        }
+      }
+      std::vector<int32_t> scratch;
+      for (uint64_t pos = 0; pos < 200; ++pos) {
+        const double u = CounterUniform(5, 3, pos) * sum;
+        double acc = 0;
+        int32_t want = order[keep - 1];
+        for (int32_t i = 0; i < keep; ++i) {
+          acc += p[i];
+          if (u < acc) {
+            want = order[i];
+            break;
+          }
+        }
+        ASSERT_EQ(SampleToken(logits.data(), vocab, cfg, 3, pos, scratch), want)
+            << "temperature " << temperature << " top_p " << top_p << " position " << pos;
+      }
+    }
+  }
+}
+
 TEST(SamplerTest, FrequenciesFollowTheTemperedSoftmax) {
   const float logits[] = {1.0f, 0.0f, -1.0f, 0.5f};
   SamplingConfig cfg{.temperature = 0.7f, .seed = 42};
