@@ -1,4 +1,4 @@
-// Objects and arrays of the JSON Schema front end.
+// Objects of the JSON Schema front end (arrays: json_arrays.cc).
 #include <simdjson.h>
 
 #include <algorithm>
@@ -20,7 +20,11 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
     if (parts.size() == 1) {
       DI_RETURN_IF_ERROR(Compile(parts[0].e, ppath, depth + 1, &s));
     } else {
-      DI_RETURN_IF_ERROR(CompileParts(parts, ppath, depth + 1, &s));
+      Parts expanded;
+      for (const Part& p : parts) {
+        DI_RETURN_IF_ERROR(Expand(p.e, ppath, depth + 1, false, &expanded));
+      }
+      DI_RETURN_IF_ERROR(CompileParts(expanded, ppath, depth + 1, &s));
     }
     props.push_back({name, s});
     names.push_back(name);
@@ -39,8 +43,17 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
           Compile(ap->second, path + "/additionalProperties", depth + 1, &extra_value));
     }
   }
-  // Required but undeclared names take the additionalProperties schema (none: unsatisfiable).
-  for (const std::string& r : kw.required) {
+  // dependentRequired: name -> names that must then be present too.
+  std::vector<std::pair<std::string, std::vector<std::string>>> deps;
+  DI_RETURN_IF_ERROR(DependentRequired(kw, path, &deps));
+  // Required but undeclared names (and those of dependentRequired) take the
+  // additionalProperties schema (none: they cannot appear).
+  std::vector<std::string> implied(kw.required.begin(), kw.required.end());
+  for (const auto& [name, needed] : deps) {
+    implied.push_back(name);
+    implied.insert(implied.end(), needed.begin(), needed.end());
+  }
+  for (const std::string& r : implied) {
     if (std::find(names.begin(), names.end(), r) != names.end()) continue;
     props.push_back({r, extra ? extra_value : g_.Nothing()});
     names.push_back(r);
@@ -71,21 +84,30 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
     seq.push_back(s);
     return seq;
   };
-  // min/maxProperties are counted exactly by the any-order construction without extra keys.
+  // min/maxProperties are counted exactly by the any-order construction: its states are (set of
+  // declared members written, members written so far including extra keys, saturated at cap).
   int64_t min_props = 0, max_props = -1;
   GetInt(kw, "minProperties", &min_props);
   GetInt(kw, "maxProperties", &max_props);
-  if (props.size() > kMaxAnyOrder || extra) {
+  int64_t cap = std::max<int64_t>({0, min_props, max_props});
+  const size_t n = props.size();
+  if (n > kMaxAnyOrder && !deps.empty()) {
+    Unenforced(path, "dependentRequired", "is enforced only for up to 6 named properties");
+  }
+  if (n > kMaxAnyOrder || cap > kMaxPropertyCount ||
+      (n <= kMaxAnyOrder && (size_t{1} << n) * static_cast<size_t>(cap + 1) > kMaxObjectStates)) {
     if (min_props > 0) Unenforced(path, "minProperties");
     if (max_props >= 0) Unenforced(path, "maxProperties");
     min_props = 0;
     max_props = -1;
+    cap = 0;
   }
   Symbol first;
-  if (props.size() <= kMaxAnyOrder) {
-    // Any order: after[S] continues once the members in set S were written (each further member
-    // starts with a comma); every declared key at most once, extra keys anywhere.
-    const size_t n = props.size(), full = size_t{1} << n;
+  if (n <= kMaxAnyOrder) {
+    // Any order: after[S, c] continues once the members in set S and c members in all were
+    // written (each further member starts with a comma); every declared key at most once, extra
+    // keys anywhere.
+    const size_t full = size_t{1} << n, counts = static_cast<size_t>(cap + 1);
     std::vector<Symbol> members;
     for (const auto& [name, value] : props) {
       Sequence member = Grammar::Literal(JsonPieces::EncodeString(name));
@@ -93,36 +115,46 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
       member.push_back(value);
       members.push_back(g_.Group(std::move(member), "member"));
     }
-    std::vector<int32_t> after(full);
-    for (size_t set = 0; set < full; ++set) after[set] = g_.AddRule("after");
+    std::vector<int32_t> after(full * counts);
+    for (int32_t& r : after) r = g_.AddRule("after");
+    auto state = [&](size_t set, int64_t c) {
+      return Symbol::Rule(after[set * counts + static_cast<size_t>(std::min(c, cap))]);
+    };
     const int32_t first_rule = g_.AddRule("first");
     for (size_t set = 0; set < full; ++set) {
-      const int64_t count = std::popcount(set);
-      bool complete = count >= min_props;
-      for (size_t i = 0; i < n; ++i) {
-        if (!(set >> i & 1) && kw.required.count(props[i].first)) complete = false;
-      }
-      if (max_props >= 0 && count >= max_props) {  // no further member
-        if (complete) g_.AddAlternative(after[set], {});
-        if (complete && set == 0) g_.AddAlternative(first_rule, {});
-        continue;
-      }
-      if (complete) g_.AddAlternative(after[set], {});
-      if (complete && set == 0) g_.AddAlternative(first_rule, {});
-      for (size_t i = 0; i < n; ++i) {
-        if (set >> i & 1) continue;
-        Sequence a = comma_then(members[i]);
-        a.push_back(Symbol::Rule(after[set | size_t{1} << i]));
-        g_.AddAlternative(after[set], std::move(a));
-        if (set == 0) {
-          g_.AddAlternative(first_rule, {members[i], Symbol::Rule(after[size_t{1} << i])});
+      for (int64_t c = 0; c <= cap; ++c) {
+        const int32_t rule = after[set * counts + static_cast<size_t>(c)];
+        bool complete = c >= min_props;
+        auto in_set = [&](const std::string& name) {
+          for (size_t i = 0; i < n; ++i) {
+            if (props[i].first == name) return (set >> i & 1) != 0;
+          }
+          return false;
+        };
+        for (size_t i = 0; i < n; ++i) {
+          if (!(set >> i & 1) && kw.required.count(props[i].first)) complete = false;
         }
-      }
-      if (extra) {
-        Sequence a = comma_then(extra_member);
-        a.push_back(Symbol::Rule(after[set]));
-        g_.AddAlternative(after[set], std::move(a));
-        if (set == 0) g_.AddAlternative(first_rule, {extra_member, Symbol::Rule(after[0])});
+        for (const auto& [name, needed] : deps) {
+          if (!in_set(name)) continue;
+          for (const std::string& d : needed) complete = complete && in_set(d);
+        }
+        const bool start = set == 0 && c == 0;
+        if (complete) g_.AddAlternative(rule, {});
+        if (complete && start) g_.AddAlternative(first_rule, {});
+        if (max_props >= 0 && c >= max_props) continue;  // no further member
+        for (size_t i = 0; i < n; ++i) {
+          if (set >> i & 1) continue;
+          Sequence a = comma_then(members[i]);
+          a.push_back(state(set | size_t{1} << i, c + 1));
+          g_.AddAlternative(rule, std::move(a));
+          if (start) g_.AddAlternative(first_rule, {members[i], state(size_t{1} << i, 1)});
+        }
+        if (extra) {
+          Sequence a = comma_then(extra_member);
+          a.push_back(state(set, c + 1));
+          g_.AddAlternative(rule, std::move(a));
+          if (start) g_.AddAlternative(first_rule, {extra_member, state(0, 1)});
+        }
       }
     }
     first = Symbol::Rule(first_rule);
@@ -135,6 +167,33 @@ Status SchemaCompiler::ObjectSchema(const Keywords& kw, const std::string& path,
   j_.Ws(&obj);
   obj.push_back(Symbol::Bytes(ByteSet::Single('}')));
   *out = g_.Group(std::move(obj), "object");
+  return Status::Ok();
+}
+
+Status SchemaCompiler::DependentRequired(
+    const Keywords& kw, const std::string& path,
+    std::vector<std::pair<std::string, std::vector<std::string>>>* deps) {
+  auto dr = kw.single.find("dependentRequired");
+  if (dr == kw.single.end()) return Status::Ok();
+  object map;
+  if (dr->second.get_object().get(map) != simdjson::SUCCESS) {
+    return InvalidArgument("json_schema: dependentRequired must be an object at " + path);
+  }
+  for (auto field : map) {
+    array names;
+    if (field.value.get_array().get(names) != simdjson::SUCCESS) {
+      return InvalidArgument("json_schema: dependentRequired values must be arrays at " + path);
+    }
+    std::vector<std::string> needed;
+    for (element x : names) {
+      std::string_view name;
+      if (x.get_string().get(name) != simdjson::SUCCESS) {
+        return InvalidArgument("json_schema: dependentRequired names must be strings at " + path);
+      }
+      needed.push_back(std::string(name));
+    }
+    if (!needed.empty()) deps->push_back({std::string(field.key), std::move(needed)});
+  }
   return Status::Ok();
 }
 
@@ -274,90 +333,6 @@ Status SchemaCompiler::OrderedMembers(const Keywords& kw,
     first = g_.Choice(std::move(first_alts), "first_" + props[i].first);
   }
   *out = first;
-  return Status::Ok();
-}
-
-Status SchemaCompiler::ArraySchema(const Keywords& kw, const std::string& path, int depth,
-                                   Symbol* out) {
-  std::vector<element> prefix;
-  array arr;
-  bool rest_allowed = true;
-  Symbol rest = j_.Value();
-  auto take_rest = [&](element v, const std::string& p) -> Status {
-    bool b;
-    if (v.get_bool().get(b) == simdjson::SUCCESS) {
-      rest_allowed = b;
-      return Status::Ok();
-    }
-    return Compile(v, p, depth + 1, &rest);
-  };
-  auto pi = kw.single.find("prefixItems");
-  auto it = kw.single.find("items");
-  auto ai = kw.single.find("additionalItems");
-  if (pi != kw.single.end() && pi->second.get_array().get(arr) == simdjson::SUCCESS) {
-    for (element e : arr) prefix.push_back(e);
-    if (it != kw.single.end()) DI_RETURN_IF_ERROR(take_rest(it->second, path + "/items"));
-  } else if (it != kw.single.end() && it->second.get_array().get(arr) == simdjson::SUCCESS) {
-    for (element e : arr) prefix.push_back(e);  // draft-7 tuple form
-    if (ai != kw.single.end()) DI_RETURN_IF_ERROR(take_rest(ai->second, path + "/additionalItems"));
-  } else if (it != kw.single.end()) {
-    DI_RETURN_IF_ERROR(take_rest(it->second, path + "/items"));
-  }
-  int64_t min = 0, max = -1;
-  GetInt(kw, "minItems", &min);
-  GetInt(kw, "maxItems", &max);
-  if (min > kMaxRepeat) {
-    Unenforced(path, "minItems", "above " + std::to_string(kMaxRepeat) + " is not enforced");
-    min = 0;
-  }
-  if (max > kMaxRepeat) {
-    Unenforced(path, "maxItems", "above " + std::to_string(kMaxRepeat) + " is not enforced");
-    max = -1;
-  }
-  size_t k = prefix.size();
-  if (max >= 0 && static_cast<size_t>(max) < k) k = static_cast<size_t>(max);
-  // Items beyond the prefix: between min_rest and max_rest (-1: unbounded).
-  const int64_t min_rest = std::max<int64_t>(0, min - static_cast<int64_t>(k));
-  int64_t max_rest = max < 0 ? -1 : max - static_cast<int64_t>(k);
-  if (!rest_allowed) max_rest = 0;
-  if (max_rest >= 0 && min_rest > max_rest) {
-    *out = g_.Nothing();
-    return Status::Ok();
-  }
-  Sequence sep_item;
-  j_.Punct(&sep_item, ",");
-  sep_item.push_back(rest);
-  const Symbol more = g_.Group(std::move(sep_item), "more_items");
-  Symbol tail;
-  if (max_rest == 0) {
-    tail = g_.Choice({Sequence{}}, "no_items");
-  } else if (k == 0) {
-    const Symbol list =
-        g_.Group({rest, g_.Repeat(more, static_cast<int>(std::max<int64_t>(0, min_rest - 1)),
-                                  max_rest < 0 ? -1 : static_cast<int>(max_rest - 1))},
-                 "items");
-    tail = min_rest == 0 ? g_.Optional(list) : list;
-  } else {
-    tail = g_.Repeat(more, static_cast<int>(min_rest), static_cast<int>(max_rest));
-  }
-  for (size_t j = k; j-- > 0;) {
-    Symbol item;
-    DI_RETURN_IF_ERROR(
-        Compile(prefix[j], path + "/prefixItems/" + std::to_string(j), depth + 1, &item));
-    Sequence seq;
-    if (j > 0) j_.Punct(&seq, ",");
-    seq.push_back(item);
-    seq.push_back(tail);
-    std::vector<Sequence> alts = {seq};
-    if (static_cast<int64_t>(j) >= min) alts.push_back({});
-    tail = g_.Choice(std::move(alts), "prefix");
-  }
-  Sequence a = Grammar::Literal("[");
-  j_.Ws(&a);
-  a.push_back(tail);
-  j_.Ws(&a);
-  a.push_back(Symbol::Bytes(ByteSet::Single(']')));
-  *out = g_.Group(std::move(a), "array");
   return Status::Ok();
 }
 

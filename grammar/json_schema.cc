@@ -114,8 +114,22 @@ Status SchemaCompiler::Resolve(std::string_view ref, element* out) {
     return InvalidArgument("json_schema: only local $ref ('#...') is supported, got '" +
                            std::string(ref) + "'");
   }
-  std::string pointer(ref.substr(1));
-  // JSON pointer unescaping happens in simdjson's at_pointer; percent-encoding is rare.
+  // A URI fragment: percent-decoded first; JSON pointer unescaping happens in at_pointer.
+  std::string pointer;
+  for (size_t i = 1; i < ref.size(); ++i) {
+    auto hex = [](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (ref[i] == '%' && i + 2 < ref.size() && hex(ref[i + 1]) >= 0 && hex(ref[i + 2]) >= 0) {
+      pointer += static_cast<char>(hex(ref[i + 1]) * 16 + hex(ref[i + 2]));
+      i += 2;
+    } else {
+      pointer += ref[i];
+    }
+  }
   if (pointer.empty()) {
     *out = root_;
     return Status::Ok();
@@ -201,12 +215,14 @@ Status SchemaCompiler::Expand(element e, const std::string& path, int depth, boo
           Expand(sub, path + "/allOf/" + std::to_string(i++), depth + 1, false, out));
     }
   }
-  return Status::Ok();
+  return ExpandConditional(obj, path, depth, out);
 }
 
 Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path, int depth,
                                     Symbol* out) {
   Keywords kw;
+  std::vector<PartObjectKeys> members;  // parts with properties/additionalProperties
+  std::set<std::string> item_keywords;  // distinct prefixItems/items/additionalItems per part
   for (const Part& p : parts) {
     bool b = true;
     if (p.e.get_bool().get(b) == simdjson::SUCCESS) {
@@ -218,9 +234,32 @@ Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path,
     }
     object obj;
     if (p.e.get_object().get(obj) != simdjson::SUCCESS) continue;
+    PartObjectKeys member;
+    bool has_member = false;
+    std::string items_signature;
+    for (auto field : obj) {
+      const std::string_view k = field.key;
+      if (k == "prefixItems" || k == "items" || k == "additionalItems") {
+        items_signature += std::string(k) + "=" + Minify(field.value) + ";";
+      } else if (k == "additionalProperties") {
+        has_member = true;
+        if (!(field.value.get_bool().get(b) == simdjson::SUCCESS && b)) {
+          member.additional = field.value;
+        }
+      } else if (k == "properties") {
+        has_member = true;
+        object props;
+        if (field.value.get_object().get(props) == simdjson::SUCCESS) {
+          for (auto prop : props) member.names.push_back(std::string(prop.key));
+        }
+      }
+    }
+    if (has_member) members.push_back(std::move(member));
+    if (!items_signature.empty()) item_keywords.insert(items_signature);
     for (auto field : obj) {
       const std::string_view k = field.key;
       if (IsAnnotation(k) || k == "$ref" || k == "allOf") continue;
+      if (k == "if" || k == "then" || k == "else") continue;  // ExpandConditional
       if (k == "properties") {
         object props;
         if (field.value.get_object().get(props) != simdjson::SUCCESS) {
@@ -233,8 +272,7 @@ Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path,
             kw.props.push_back({std::string(prop.key), {}});
             it = kw.props.end() - 1;
           }
-          DI_RETURN_IF_ERROR(Expand(prop.value, path + "/properties/" + std::string(prop.key),
-                                    depth + 1, false, &it->second));
+          it->second.push_back({prop.value, false});  // expanded by ObjectSchema
         }
       } else if (k == "required") {
         array req;
@@ -250,8 +288,8 @@ Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path,
         }
       } else if (k == "anyOf" || k == "oneOf") {
         if (p.skip_comb) continue;
-        if (kw.comb_set) {
-          Unenforced(path, k, "combined with another anyOf/oneOf is not enforced");
+        if (kw.comb_set) {  // a conjunct of every branch of the first one
+          kw.more_combs.push_back({std::string(k), field.value});
           continue;
         }
         kw.comb_set = true;
@@ -262,26 +300,42 @@ Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path,
         if (!inserted && Minify(it->second) != Minify(field.value)) {
           if (k == "type") {
             kw.extra_types.push_back(field.value);
-          } else {
+          } else if (!MergeBound(k, &it->second, field.value)) {
             Unenforced(path, k, "has conflicting values in allOf (the first is used)");
           }
         }
       }
     }
   }
+  if (item_keywords.size() > 1) {
+    // Each member's `items` applies after its own prefix only; merging them is not exact.
+    Unenforced(path, "prefixItems/items", "from different allOf members are not enforced");
+  }
+  if (members.size() > 1) MergeAdditionalProperties(members, &kw);
   if (kw.comb_set) {
     array branches;
     if (kw.comb.get_array().get(branches) != simdjson::SUCCESS) {
       return InvalidArgument("json_schema: " + kw.comb_name + " must be an array at " + path);
     }
     if (kw.comb_name == "oneOf") {
-      notes_.push_back(path + ": oneOf is enforced as anyOf (exclusivity is not checked)");
+      OneOfKind kind;
+      DI_RETURN_IF_ERROR(ClassifyOneOf(branches, parts, path, depth, &kind));
+      if (kind == OneOfKind::kNothing) {
+        *out = g_.Nothing();
+        return Status::Ok();
+      }
+      if (kind == OneOfKind::kNotExact) {
+        Unenforced(path, "oneOf",
+                   "is enforced only when its branches exclude each other by type or by "
+                   "distinct const/enum values");
+      }
     }
     std::vector<Sequence> alts;
     int i = 0;
     // Without sibling constraints a branch compiles alone, so `$ref` branches stay rules
     // (recursion); otherwise the siblings are distributed into every branch.
-    const bool alone = kw.single.empty() && kw.props.empty() && kw.required.empty();
+    const bool alone =
+        kw.single.empty() && kw.props.empty() && kw.required.empty() && kw.more_combs.empty();
     for (element branch : branches) {
       const std::string bpath0 = path + "/" + kw.comb_name + "/" + std::to_string(i);
       if (alone) {
@@ -293,6 +347,11 @@ Status SchemaCompiler::CompileParts(const Parts& parts, const std::string& path,
       }
       Parts bp;
       for (const Part& p : parts) bp.push_back({p.e, true});
+      for (const auto& [name, value] : kw.more_combs) {
+        element more;
+        DI_RETURN_IF_ERROR(Synthesize("{\"" + name + "\":" + Minify(value) + "}", &more));
+        bp.push_back({more, false});
+      }
       const std::string bpath = path + "/" + kw.comb_name + "/" + std::to_string(i++);
       DI_RETURN_IF_ERROR(Expand(branch, bpath, depth + 1, false, &bp));
       Symbol s;

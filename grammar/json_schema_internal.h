@@ -4,7 +4,9 @@
 
 #include <simdjson.h>
 
+#include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -28,14 +30,27 @@ using Parts = std::vector<Part>;
 
 /// The merged keywords of a conjunction.
 struct Keywords {
-  std::vector<std::pair<std::string, Parts>> props;  // in first-seen order
+  // Declared properties in first-seen order, each with its schemas (not expanded yet).
+  std::vector<std::pair<std::string, Parts>> props;
   std::set<std::string> required;
   std::map<std::string, element> single;  // every other keyword (first value)
   std::vector<element> extra_types;       // further `type` values to intersect
   bool comb_set = false;
   element comb;
   std::string comb_name;
+  std::vector<std::pair<std::string, element>> more_combs;  // further anyOf/oneOf (conjuncts)
 };
+
+/// The keys an allOf member declares in `properties`, and its `additionalProperties` (unless
+/// absent or `true`).
+struct PartObjectKeys {
+  std::vector<std::string> names;
+  std::optional<element> additional;
+};
+
+/// How `oneOf` compiles: as `anyOf` when its branches provably exclude each other (by JSON type
+/// or by distinct scalar `const`/`enum` values), nothing when two branches accept everything.
+enum class OneOfKind { kExact, kNothing, kNotExact };
 
 bool IsAnnotation(std::string_view k);
 /// A keyword that constrains instances (handled or reported); others are annotations.
@@ -53,11 +68,24 @@ class SchemaCompiler {
   // Objects with at most this many declared properties accept them in any order (2^n rules);
   // larger ones only in schema order.
   static constexpr size_t kMaxAnyOrder = 6;
+  // minProperties/maxProperties: counted up to this bound, in at most this many object states.
+  static constexpr int64_t kMaxPropertyCount = 256;
+  static constexpr size_t kMaxObjectStates = 4096;
 
   Status Compile(element e, const std::string& path, int depth, Symbol* out);
   Status Expand(element e, const std::string& path, int depth, bool skip_comb, Parts* out);
   Status CompileParts(const Parts& parts, const std::string& path, int depth, Symbol* out);
   Status Resolve(std::string_view ref, element* out);
+  // json_applicators.cc
+  Status ClassifyOneOf(array branches, const Parts& siblings, const std::string& path, int depth,
+                       OneOfKind* kind);
+  /// Two values of a bound keyword in one conjunction: keeps the tighter one in *kept (the least
+  /// common multiple for integer multipleOf). False when they cannot be combined.
+  bool MergeBound(std::string_view k, element* kept, element other);
+  /// Parses a schema built by the compiler; it lives as long as the compiler.
+  Status Synthesize(const std::string& text, element* out);
+  Status ExpandConditional(object obj, const std::string& path, int depth, Parts* out);
+  void MergeAdditionalProperties(const std::vector<PartObjectKeys>& members, Keywords* kw);
   void Unenforced(const std::string& path, std::string_view kw, std::string_view why = "");
 
   // json_types.cc
@@ -69,6 +97,10 @@ class SchemaCompiler {
                         const std::vector<std::pair<std::string, Symbol>>& props, bool extra,
                         Symbol extra_member, Symbol* out);
   Status ArraySchema(const Keywords& kw, const std::string& path, int depth, Symbol* out);
+  Status ContainsArray(const Keywords& kw, element contains, bool rest_allowed, Symbol rest,
+                       const std::string& path, int depth, Symbol* out);
+  Status DependentRequired(const Keywords& kw, const std::string& path,
+                           std::vector<std::pair<std::string, std::vector<std::string>>>* deps);
   Status Literal(element v, Sequence* out);
   /// Every member exactly once, in any order, separated by commas (2^n rules).
   Symbol AnyOrder(const std::vector<Symbol>& members);
@@ -89,6 +121,7 @@ class SchemaCompiler {
   std::map<std::string, int32_t> ref_rules_;
   std::vector<std::string> unenforced_;
   std::vector<std::string> notes_;
+  std::deque<simdjson::dom::parser> synthesized_;  // schemas built by the compiler (if/then/else)
 };
 
 }  // namespace deepinfer::grammar::internal

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include "grammar/regex.h"
 #include "grammar/unicode.h"
@@ -24,18 +25,47 @@ ByteSet Bytes(std::string_view chars) {
 }
 Symbol B(const ByteSet& s) { return Symbol::Bytes(s); }
 
-const char* const kIpv6 =
-    "([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|"
-    "([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|"
-    "([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
-    "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|"
-    "([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|"
-    ":((:[0-9a-fA-F]{1,4}){1,7}|:)";
-const char* const kDate = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+// Days per month exactly; February 29 only in leap years (divisible by 4, centuries by 400).
+const char* const kDate =
+    "([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
+    "02-(0[1-9]|1[0-9]|2[0-8]))|"
+    "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26]|00)00)-02-29)";
+// A leap second is valid only at 23:59:60 UTC; it is accepted only when written in UTC (an
+// offset would move the local time away from 23:59), which is sound and rarely incomplete.
 const char* const kTime =
-    "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5]"
-    "[0-9])";
+    "(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5]"
+    "[0-9])|23:59:60(\\.[0-9]+)?([Zz]|[+-]00:00))";
 const char* const kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+
+// RFC 3986 IPv6address, the last 32 bits as two groups or as an IPv4 address.
+std::string Ipv6Regex() {
+  const std::string h = "[0-9a-fA-F]{1,4}";
+  const std::string ls32 = "(" + h + ":" + h + "|" + kOctet + "(\\." + kOctet + "){3})";
+  auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
+    return n < 0 ? std::string() : "((" + h + ":){0," + std::to_string(n) + "}" + h + ")?";
+  };
+  return "(" + h + ":){6}" + ls32 + "|::(" + h + ":){5}" + ls32 + "|" + before(0) + "::(" + h +
+         ":){4}" + ls32 + "|" + before(1) + "::(" + h + ":){3}" + ls32 + "|" + before(2) + "::(" +
+         h + ":){2}" + ls32 + "|" + before(3) + "::" + h + ":" + ls32 + "|" + before(4) +
+         "::" + ls32 + "|" + before(5) + "::" + h + "|" + before(6) + "::";
+}
+
+// RFC 3986 URI (an IPv4 host is a reg-name too).
+std::string UriRegex() {
+  const std::string pct = "%[0-9A-Fa-f]{2}";
+  const std::string pchar = "([A-Za-z0-9._~!$&'()*+,;=:@-]|" + pct + ")";
+  const std::string userinfo = "([A-Za-z0-9._~!$&'()*+,;=:-]|" + pct + ")*";
+  const std::string reg_name = "([A-Za-z0-9._~!$&'()*+,;=-]|" + pct + ")*";
+  const std::string ip_literal =
+      "\\[(" + Ipv6Regex() + "|[Vv][0-9A-Fa-f]+\\.[A-Za-z0-9._~!$&'()*+,;=:-]+)\\]";
+  const std::string authority =
+      "(" + userinfo + "@)?(" + ip_literal + "|" + reg_name + ")(:[0-9]*)?";
+  const std::string segments = "(/" + pchar + "*)*";
+  const std::string hier = "(//" + authority + segments + "|/(" + pchar + "+" + segments + ")?|" +
+                           pchar + "+" + segments + ")?";
+  const std::string tail = "(\\?(" + pchar + "|[/?])*)?(#(" + pchar + "|[/?])*)?";
+  return "[A-Za-z][A-Za-z0-9+.-]*:" + hier + tail;
+}
 
 }  // namespace
 
@@ -236,15 +266,18 @@ Result<Symbol> JsonPieces::FormatContent(std::string_view format,
   } else if (format == "ipv4") {
     re = std::string(kOctet) + "(\\." + kOctet + "){3}";
   } else if (format == "ipv6") {
-    re = kIpv6;
-    warnings->push_back("format ipv6: forms with an embedded IPv4 address are not accepted");
+    re = Ipv6Regex();
   } else if (format == "email") {
-    re = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@"
-         "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*";
-    warnings->push_back("format email: simplified (dot-atom local part, no quoted strings)");
+    // RFC 5321 Mailbox: dot-string or quoted-string, then a domain or an IPv4/IPv6 address
+    // literal (general address literals with IANA tags are not accepted).
+    re = "([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"
+         "\"([ !#-\\[\\]-~]|\\\\[ -~])*\")@"
+         "([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|"
+         "\\[(" +
+         std::string(kOctet) + "(\\." + kOctet + "){3}|[Ii][Pp][Vv]6:(" + Ipv6Regex() + "))\\])";
+    warnings->push_back("format email: general address literals ([tag:...]) are not accepted");
   } else if (format == "uri") {
-    re = "[A-Za-z][A-Za-z0-9+.-]*:[^ \\t\\n\\r\\x00-\\x1f\"<>\\\\^`{|}\\x7f]*";
-    warnings->push_back("format uri: simplified (scheme ':' then URI characters)");
+    re = UriRegex();
   } else {
     return InvalidArgument("json_schema: unsupported format '" + std::string(format) + "'");
   }

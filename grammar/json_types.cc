@@ -158,12 +158,10 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
   static const std::set<std::string_view> kUnsupported = {"if",
                                                           "then",
                                                           "else",
-                                                          "dependentRequired",
                                                           "dependentSchemas",
                                                           "dependencies",
                                                           "unevaluatedProperties",
                                                           "unevaluatedItems",
-                                                          "contains",
                                                           "minContains",
                                                           "maxContains",
                                                           "uniqueItems",
@@ -174,7 +172,8 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
     bool b = true;
     int64_t n = -1;
     if (k == "uniqueItems" && v.get_bool().get(b) == simdjson::SUCCESS && !b) continue;
-    if (k == "minContains" && GetInt(kw, k.c_str(), &n) && n == 0) {
+    // minContains 0 makes `contains` vacuous, 1 is the default (ArraySchema reports the rest).
+    if (k == "minContains" && GetInt(kw, k.c_str(), &n) && (n == 0 || n == 1)) {
       continue;
     }
     Unenforced(path, k);
