@@ -71,7 +71,10 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
       else
         QdqKvRow(normed.data(), width, rope.rope_dim);
     }
-    rows.insert(rows.end(), normed.begin(), normed.end());
+    // A row already stored (a sequence resumed by replaying its tail keeps the rows it had) is
+    // not emitted again: the stored one stands.
+    const size_t row_end = static_cast<size_t>((pos[t] + 1) / m) * width;
+    if (row_end > rows.size()) rows.insert(rows.end(), normed.begin(), normed.end());
     if (w.overlap) {
       std::copy(st.kv.begin() + static_cast<size_t>(m) * proj, st.kv.end(), st.kv.begin());
       std::copy(st.gate.begin() + static_cast<size_t>(m) * proj, st.gate.end(), st.gate.begin());
@@ -150,7 +153,10 @@ void Model::Attention(const LayerWeights& L, std::span<const Segment> segs, cons
     const int64_t p0 = ps[0];
     for (int64_t t = sg.begin; t < sg.begin + sg.count; ++t) {
       const int64_t P = pos[t];
-      for (int64_t s = std::max<int64_t>(0, P - W + 1); s <= P; ++s) {
+      // After an approximate resume the ring lacks the positions before ring_from: the window
+      // is truncated there (rows of this step are always present).
+      const int64_t first = std::max({int64_t{0}, P - W + 1, std::min(cache.ring_from, p0)});
+      for (int64_t s = first; s <= P; ++s) {
         rows[t].push_back(s >= p0 ? &kv[(sg.begin + s - p0) * D] : &cache.ring[(s % W) * D]);
       }
       if (L.type == AttnType::kHca) {

@@ -26,6 +26,7 @@ struct LayerCache {
   int window = 0;
   int head_dim = 0;
   std::vector<float> ring;        // [window, head_dim], slot = position % window
+  int64_t ring_from = 0;          // positions below are not in the ring (an approximate resume)
   std::vector<float> rows;        // compressed rows [n, head_dim]
   std::vector<float> index_keys;  // indexer keys [n, index_head_dim]
   CompressorState comp, index_comp;

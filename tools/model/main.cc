@@ -15,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "kernels/cuda_available.h"
+#include "tools/model/replay_error.h"
 
 namespace deepinfer {
 namespace {
@@ -36,6 +37,11 @@ commands:
       Write float32 [n_tokens, vocab] next-token logits for every position.
   generate --model DIR --tokens 1,2,3 [--max-new N] [--numerics exact|reference] [--threads N]
       Greedy continuation: prefill the prompt, then decode N tokens one at a time; prints ids.
+  replay-error --model DIR [--context N] [--decode K] [--tail T] [--seed S]
+               [--numerics exact|reference] [--threads N]
+      At every 128-token resume point of a random N-token context: resume by replaying the last
+      T tokens without rings and partial states (the approximate resume) and decode K greedy
+      tokens next to the exact state; prints the logits' error per resume point (JSON lines).
 )";
 
 using Args = std::map<std::string, std::string>;
@@ -347,6 +353,11 @@ int Main(int argc, char** argv) {
     auto a = ParseArgs(argc, argv, 2,
                        {"--model", "--tokens", "--max-new", "--numerics", "--threads"}, {});
     st = a.ok() ? Generate(*a) : a.status();
+  } else if (cmd == "replay-error") {
+    auto a = ParseArgs(
+        argc, argv, 2,
+        {"--model", "--context", "--decode", "--tail", "--seed", "--numerics", "--threads"}, {});
+    st = a.ok() ? ReplayError(*a) : a.status();
   } else {
     std::fprintf(stderr, "deepinfer-model: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
