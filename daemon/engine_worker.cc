@@ -265,6 +265,9 @@ void EngineWorker::Loop() {
     uint64_t bytes = 0;
     for (const Running& r : running) bytes += r.state->seq().bytes();
     stats_.cache_bytes.store(bytes, std::memory_order_relaxed);
+    const BlockPool::Stats pool = model_.block_pool_stats();
+    stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
+    stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
     if (st.ok()) {

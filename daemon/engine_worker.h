@@ -47,6 +47,10 @@ struct EngineStats {
   std::atomic<uint64_t> prefix_cache_hit_tokens{0};
   std::atomic<uint64_t> prefix_cache_lookup_tokens{0};
   std::atomic<uint64_t> prefix_cache_bytes{0};
+  // The model's block pool (compressed rows and indexer keys of running sequences and prefix
+  // snapshots, each block counted once however many hold it), and blocks kept for reuse.
+  std::atomic<uint64_t> kv_blocks_in_use{0};
+  std::atomic<uint64_t> kv_blocks_free{0};
   // Step timing: model time per step, and the gap between one step's end and the next one's
   // start while requests keep running (the device idles there unless the loop overlaps).
   std::atomic<uint64_t> forward_ns_total{0};

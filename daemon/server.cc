@@ -117,6 +117,10 @@ std::string Server::StatusJson() const {
   j += ", \"prefix_cache_hit_tokens\": " + std::to_string(e.prefix_cache_hit_tokens.load());
   j += ", \"prefix_cache_lookup_tokens\": " + std::to_string(e.prefix_cache_lookup_tokens.load());
   j += ", \"prefix_cache_bytes\": " + std::to_string(e.prefix_cache_bytes.load());
+  constexpr uint64_t kBlockBytes = BlockPool::kBlockFloats * sizeof(float);
+  j += ", \"kv_block_bytes\": " + std::to_string(kBlockBytes);
+  j += ", \"kv_blocks_in_use\": " + std::to_string(e.kv_blocks_in_use.load());
+  j += ", \"kv_blocks_free\": " + std::to_string(e.kv_blocks_free.load());
   const uint64_t fwd = e.forward_steps.load(), gaps = e.idle_gaps.load();
   j += ", \"overlap\": " + std::string(config_.overlap ? "true" : "false");
   j += ", \"step_forward_us_avg\": " +

@@ -28,7 +28,7 @@ void QdqIndexerRow(float* row, int dim) {
 
 void Model::Compress(const CompressorWeights& w, CompressorState& st, const float* x,
                      const int64_t* pos, int64_t T, const RopeTable& rope, bool indexer,
-                     std::vector<float>& rows) {
+                     PagedRows& rows) {
   const int m = w.ratio, width = w.width, proj = st.proj;
   std::vector<float> kv(T * proj), gate(T * proj);
   be_.Linear(w.wkv, x, T, kv.data(), QuantizeActs(w.wkv));
@@ -73,8 +73,7 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
     }
     // A row already stored (a sequence resumed by replaying its tail keeps the rows it had) is
     // not emitted again: the stored one stands.
-    const size_t row_end = static_cast<size_t>((pos[t] + 1) / m) * width;
-    if (row_end > rows.size()) rows.insert(rows.end(), normed.begin(), normed.end());
+    if ((pos[t] + 1) / m > rows.size()) rows.Append(normed.data());
     if (w.overlap) {
       std::copy(st.kv.begin() + static_cast<size_t>(m) * proj, st.kv.end(), st.kv.begin());
       std::copy(st.gate.begin() + static_cast<size_t>(m) * proj, st.gate.end(), st.gate.begin());
@@ -98,14 +97,18 @@ void Model::SelectCompressed(const AttentionWeights& a, const LayerCache& cache,
   const float scale =
       1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
   for (float& v : w) v *= scale;
-  const int64_t n_keys = static_cast<int64_t>(cache.index_keys.size()) / dim;
+  const int64_t n_keys = cache.index_keys.size();
   std::vector<float> scores;
   std::vector<int32_t> order;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t visible = std::min<int64_t>((pos[t] + 1) / m, n_keys);
     scores.resize(visible);
-    be_.IndexerScores(&q[t * heads * dim], &w[t * heads], heads, dim, cache.index_keys.data(),
-                      visible, scores.data());
+    // Keys lie in pool blocks; each key's score is computed on its own, so block by block
+    // gives the same scores as one contiguous call.
+    cache.index_keys.ForEachRun(visible, [&](int64_t first, const float* keys, int64_t count) {
+      be_.IndexerScores(&q[t * heads * dim], &w[t * heads], heads, dim, keys, count,
+                        &scores[static_cast<size_t>(first)]);
+    });
     selected[t].resize(std::min<int64_t>(cfg_.index_topk, visible));
     TopKIndices(scores.data(), visible, cfg_.index_topk, selected[t].data(), order);
   }
@@ -161,9 +164,9 @@ void Model::Attention(const LayerWeights& L, std::span<const Segment> segs, cons
       }
       if (L.type == AttnType::kHca) {
         const int64_t visible = std::min<int64_t>((P + 1) / m, cache.n_rows());
-        for (int64_t j = 0; j < visible; ++j) rows[t].push_back(&cache.rows[j * D]);
+        for (int64_t j = 0; j < visible; ++j) rows[t].push_back(cache.rows.row(j));
       } else if (L.type == AttnType::kCsa) {
-        for (int32_t j : selected[t]) rows[t].push_back(&cache.rows[static_cast<int64_t>(j) * D]);
+        for (int32_t j : selected[t]) rows[t].push_back(cache.rows.row(j));
       }
       queries[t] = {rows[t].data(), static_cast<int>(rows[t].size())};
     }

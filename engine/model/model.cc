@@ -23,8 +23,14 @@ void Model::LayerCacheInit(const LayerWeights& L, LayerCache& cache) const {
   cache.window = cfg_.sliding_window;
   cache.head_dim = cfg_.head_dim;
   cache.ring.assign(static_cast<size_t>(cache.window) * cfg_.head_dim, 0.0f);
-  if (L.attn.has_compressor) cache.comp.Init(L.attn.compressor);
-  if (L.attn.has_indexer) cache.index_comp.Init(L.attn.index_compressor);
+  if (L.attn.has_compressor) {
+    cache.comp.Init(L.attn.compressor);
+    cache.rows = PagedRows(pool_, cfg_.head_dim);
+  }
+  if (L.attn.has_indexer) {
+    cache.index_comp.Init(L.attn.index_compressor);
+    cache.index_keys = PagedRows(pool_, cfg_.index_head_dim);
+  }
 }
 
 SequenceState Model::NewSequence() const {

@@ -39,6 +39,8 @@ class Model {
 
   /// A fresh sequence with empty caches.
   SequenceState NewSequence() const;
+  /// The blocks holding every sequence's compressed rows and indexer keys.
+  BlockPool::Stats block_pool_stats() const { return pool_->stats(); }
 
   /// Appends `tokens` to the sequence and writes next-token logits [n, vocab]. If `streams` is
   /// not null it receives the final mHC streams [n, hc_mult, hidden] (the MTP block's input).
@@ -68,7 +70,7 @@ class Model {
   void Attention(const LayerWeights& L, std::span<const Segment> segs, const RopeTable& rope,
                  const float* x, const int64_t* pos, int64_t T, float* out);
   void Compress(const CompressorWeights& w, CompressorState& st, const float* x, const int64_t* pos,
-                int64_t T, const RopeTable& rope, bool indexer, std::vector<float>& rows);
+                int64_t T, const RopeTable& rope, bool indexer, PagedRows& rows);
   void SelectCompressed(const AttentionWeights& a, const LayerCache& cache, const RopeTable& rope,
                         const float* x, const float* q_residual, const int64_t* pos, int64_t T,
                         std::span<std::vector<int32_t>> selected);
@@ -87,6 +89,9 @@ class Model {
   Numerics numerics_;
   std::vector<RopeTable> layer_rope_;
   RopeTable main_rope_;
+  // Compressed rows and indexer keys of every sequence of this model, shared between sequences
+  // and prefix snapshots with a common prefix.
+  std::shared_ptr<BlockPool> pool_ = BlockPool::Create();
 };
 
 }  // namespace deepinfer

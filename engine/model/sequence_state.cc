@@ -15,9 +15,9 @@ void CompressorState::Init(const CompressorWeights& w) {
 }
 
 size_t LayerCache::bytes() const {
-  const size_t floats = ring.size() + rows.size() + index_keys.size() + comp.kv.size() +
-                        comp.gate.size() + index_comp.kv.size() + index_comp.gate.size();
-  return floats * sizeof(float);
+  const size_t floats = ring.size() + comp.kv.size() + comp.gate.size() + index_comp.kv.size() +
+                        index_comp.gate.size();
+  return floats * sizeof(float) + rows.bytes() + index_keys.bytes();
 }
 
 size_t SequenceState::bytes() const {

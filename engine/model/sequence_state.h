@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cache/block_pool.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 
@@ -25,13 +26,13 @@ struct CompressorState {
 struct LayerCache {
   int window = 0;
   int head_dim = 0;
-  std::vector<float> ring;        // [window, head_dim], slot = position % window
-  int64_t ring_from = 0;          // positions below are not in the ring (an approximate resume)
-  std::vector<float> rows;        // compressed rows [n, head_dim]
-  std::vector<float> index_keys;  // indexer keys [n, index_head_dim]
+  std::vector<float> ring;  // [window, head_dim], slot = position % window
+  int64_t ring_from = 0;    // positions below are not in the ring (an approximate resume)
+  PagedRows rows;           // compressed rows [n, head_dim], in pool blocks
+  PagedRows index_keys;     // indexer keys [n, index_head_dim], in pool blocks
   CompressorState comp, index_comp;
 
-  int64_t n_rows() const { return head_dim ? static_cast<int64_t>(rows.size()) / head_dim : 0; }
+  int64_t n_rows() const { return rows.size(); }
   /// Bytes held by this layer's state.
   size_t bytes() const;
 };

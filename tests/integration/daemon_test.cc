@@ -505,6 +505,9 @@ TEST_F(DaemonTest, PrefixCacheHitsAndKeepsOutputsExact) {
     auto status = (*c)->GetStatus();
     ASSERT_TRUE(status.ok());
     EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":256"), std::string::npos) << *status;
+    // The snapshots hold pool blocks of compressed rows after the requests are gone.
+    EXPECT_EQ(status->find("\"kv_blocks_in_use\":0,"), std::string::npos) << *status;
+    EXPECT_NE(status->find("\"kv_blocks_in_use\":"), std::string::npos) << *status;
   }
   {
     const std::string sock2 = dir_ / "plain.sock";

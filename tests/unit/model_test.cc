@@ -85,7 +85,7 @@ TEST_F(ModelTest, CompressorsEmitOneRowPerCompleteWindow) {
     const int64_t n = p + 1;
     EXPECT_EQ(seq.layers[0].n_rows(), 0);
     EXPECT_EQ(seq.layers[2].n_rows(), n / 4) << "after " << n << " tokens";
-    EXPECT_EQ(seq.layers[2].index_keys.size(), static_cast<size_t>(n / 4) * 32);
+    EXPECT_EQ(seq.layers[2].index_keys.size(), n / 4);
     EXPECT_EQ(seq.layers[3].n_rows(), n / 128) << "after " << n << " tokens";
   }
   EXPECT_EQ(seq.length, 300);
@@ -149,15 +149,15 @@ TEST_F(ModelTest, ReferenceNumericsRoundsCachedRows) {
   const LayerCache& csa = seq.layers[2];
   ASSERT_GT(csa.n_rows(), 0);
   for (int64_t r = 0; r < csa.n_rows(); ++r) {
-    EXPECT_TRUE(on_grid(&csa.rows[r * 64], 64 - 16, 64, false)) << "row " << r;
-    EXPECT_TRUE(on_grid(&csa.index_keys[r * 32], 32, 32, true)) << "index key " << r;
+    EXPECT_TRUE(on_grid(csa.rows.row(r), 64 - 16, 64, false)) << "row " << r;
+    EXPECT_TRUE(on_grid(csa.index_keys.row(r), 32, 32, true)) << "index key " << r;
   }
   for (int s = 0; s < 128; ++s) EXPECT_TRUE(on_grid(&seq.layers[0].ring[s * 64], 48, 64, false));
   // And the exact mode does not round: its rows are generally off the FP8 grid.
   Model exact(*ck, *be, Numerics::kExact);
   SequenceState seq2 = exact.NewSequence();
   ASSERT_TRUE(exact.Forward(seq2, tokens, logits.data(), nullptr).ok());
-  EXPECT_FALSE(on_grid(&seq2.layers[2].rows[0], 48, 64, false));
+  EXPECT_FALSE(on_grid(seq2.layers[2].rows.row(0), 48, 64, false));
 }
 
 // FP8 activations (3 mantissa bits) through six random layers move logits by ~10%; discrete

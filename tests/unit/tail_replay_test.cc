@@ -56,8 +56,9 @@ TEST_F(TailReplayTest, ExactFromTheConeOnApproximateBelow) {
   auto resumed = ResumeByTailReplay(*model_, exact_, tokens_, cone);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   for (size_t l = 0; l < exact_.layers.size(); ++l) {
-    EXPECT_EQ(resumed->layers[l].rows, exact_.layers[l].rows) << "layer " << l;
-    EXPECT_EQ(resumed->layers[l].index_keys, exact_.layers[l].index_keys) << "layer " << l;
+    EXPECT_EQ(resumed->layers[l].rows.ToVector(), exact_.layers[l].rows.ToVector()) << l;
+    EXPECT_EQ(resumed->layers[l].index_keys.ToVector(), exact_.layers[l].index_keys.ToVector())
+        << l;
   }
   EXPECT_EQ(Decode(*resumed), want);
   auto short_tail = ResumeByTailReplay(*model_, exact_, tokens_, cone - 1);
