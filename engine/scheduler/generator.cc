@@ -66,18 +66,53 @@ RequestState::RequestState(Model& model, const Tokenizer* tokenizer, uint64_t st
   if (params_.grammar && params_.vocabulary) {
     matcher_.emplace(*params_.grammar, *params_.vocabulary);
     mask_.resize(params_.vocabulary->mask_words());
+    JumpForward();  // a forced opening joins the prompt's prefill
+  }
+}
+
+void RequestState::JumpForward() {
+  if (!matcher_ || tok_ == nullptr || matcher_->IsTerminated()) return;
+  std::string forced = matcher_->JumpForward();
+  // Only whole characters: a token for a partial one would not decode to these bytes.
+  size_t end = forced.size();
+  size_t lead = end;
+  while (lead > 0 && (static_cast<uint8_t>(forced[lead - 1]) & 0xC0) == 0x80) --lead;
+  if (lead > 0) {
+    const uint8_t b = static_cast<uint8_t>(forced[lead - 1]);
+    const size_t need = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    if (end - (lead - 1) < need) end = lead - 1;
+  }
+  forced.resize(end);
+  if (forced.empty()) return;
+  const size_t limit = params_.prompt.size() + static_cast<size_t>(params_.max_tokens);
+  for (int32_t id : tok_->Encode(forced, SpecialTokens::kPlainText)) {
+    // The forced text's canonical tokens, as far as the grammar takes them (a token the mask
+    // would not allow, e.g. one crossing into free text, is left to sampling).
+    if (context_.size() >= limit || id >= model_.config().vocab_size ||
+        !matcher_->AcceptToken(id)) {
+      break;
+    }
+    history_.AddOutput(id);
+    context_.push_back(id);
+    pending_.push_back({id, 0.0f});
+    mask_ready_ = false;
   }
 }
 
 std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_block) {
   const size_t done = static_cast<size_t>(seq_.length);
   size_t n = std::min<size_t>(context_.size() - done, std::max<int64_t>(budget, 1));
-  // A chunk that stops short of the end stops at a 128-token boundary when it can, where the
-  // state can be snapshotted for the prefix cache.
+  // With stop_at_block a chunk ends at the first 128-token boundary it reaches, so that the
+  // state at every boundary exists for the prefix cache (a chunk running past one would leave
+  // no snapshot there, and a request sharing just that block would recompute it). Otherwise a
+  // chunk that stops short of the end still prefers to stop on a boundary.
   constexpr size_t kBlock = 128;
-  if (done + n < context_.size() || stop_at_block) {
+  if (stop_at_block) {
+    const size_t next = (done / kBlock + 1) * kBlock;
+    if (next < done + n) n = next - done;
+  } else if (done + n < context_.size()) {
     const size_t aligned = (done + n) / kBlock * kBlock;
-    if (aligned > done && (aligned < done + n || done + n < context_.size())) n = aligned - done;
+    if (aligned > done) n = aligned - done;
   }
   return std::span<const int32_t>(&context_[done], n);
 }
@@ -97,7 +132,6 @@ Result<std::optional<GenerationEnd>> RequestState::OnStep(
 Status RequestState::Sample(float* last) {
   const GenerationParams& p = params_;
   // Still catching up with the prompt (or a replay): nothing to sample yet.
-  sampled_ = false;
   if (static_cast<size_t>(seq_.length) < context_.size()) return Status::Ok();
   const int32_t vocab = model_.config().vocab_size;
   ApplyLogitProcessors(last, vocab, p.sampling, history_);
@@ -114,30 +148,48 @@ Status RequestState::Sample(float* last) {
     }
     if (!any) return InvalidArgument("grammar: no token can continue the output");
   }
+  // The draw's position is the token's place in the context, so forced tokens keep every
+  // request's random stream a function of (seed, stream, position).
   const int32_t token = SampleToken(last, vocab, p.sampling, stream_,
-                                    static_cast<uint64_t>(p.prompt.size() + step_), scratch_);
+                                    static_cast<uint64_t>(context_.size()), scratch_);
   if (matcher_ && !matcher_->AcceptToken(token)) {
     return Internal("grammar: the sampled token was not accepted");
   }
   ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
   context_.push_back(token);
+  pending_.push_back({token, logprobs_.chosen});
   sampled_ = true;
+  JumpForward();
   return Status::Ok();
 }
 
 Result<std::optional<GenerationEnd>> RequestState::Emit(
     const std::function<bool(const GeneratedToken&)>& emit) {
+  // Forced tokens before the first sample wait for it, so the output starts in order.
   if (!sampled_) return std::optional<GenerationEnd>();
   sampled_ = false;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    DI_ASSIGN_OR_RETURN(std::optional<GenerationEnd> end, EmitOne(pending_[i], emit));
+    if (end) {
+      pending_.clear();
+      return end;
+    }
+  }
+  pending_.clear();
+  return std::optional<GenerationEnd>();
+}
+
+Result<std::optional<GenerationEnd>> RequestState::EmitOne(
+    const Pending& pending, const std::function<bool(const GeneratedToken&)>& emit) {
   const GenerationParams& p = params_;
   const int32_t eos = model_.config().eos_token_id;
-  const int32_t token = context_.back();
+  const int32_t token = pending.token;
   const bool grammar_done = matcher_ && matcher_->IsTerminated();
   const bool stop_id = grammar_done || (!p.ignore_eos && token == eos) ||
                        std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
   const bool final_token = stop_id || step_ + 1 == p.max_tokens;
-  GeneratedToken out{token, "", logprobs_.chosen};
+  GeneratedToken out{token, "", pending.logprob};
   if (decoder_) {
     std::string piece;
     // Model vocabularies are padded past the tokenizer's ids; those rows decode to nothing.

@@ -27,7 +27,9 @@ struct GenerationParams {
   std::vector<std::string> stop_strings;  // need a tokenizer
   bool ignore_eos = false;
   /// Structured output: every sampled token must be allowed by this grammar (masked before
-  /// sampling); the request ends when the grammar accepts EOS. Both shared, read-only.
+  /// sampling); the request ends when the grammar accepts EOS. Both shared, read-only. Text the
+  /// grammar forces (one possible continuation) is appended as tokens without sampling
+  /// ("jump-forward"; needs the tokenizer) and fed to the model as one chunk.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<const grammar::TokenVocabulary> vocabulary;
 };
@@ -56,8 +58,8 @@ class RequestState {
   bool prefilling() const { return context_.size() - static_cast<size_t>(seq_.length) > 1; }
   /// The tokens for the next step: up to `budget` (at least one) of those the model has not
   /// seen — prompt chunks, then the token sampled last.
-  /// With stop_at_block, a chunk that crosses a 128-token boundary ends there (so the state at
-  /// the boundary can be snapshotted for the prefix cache).
+  /// With stop_at_block, a chunk ends at the first 128-token boundary it reaches (so the state
+  /// at every boundary can be snapshotted for the prefix cache).
   std::span<const int32_t> NextInput(int64_t budget, bool stop_at_block = false);
   /// Frees the cache state; the request continues later by recomputing its prompt and output
   /// (exactly, since the forward does not depend on how a sequence is split).
@@ -97,7 +99,16 @@ class RequestState {
   std::optional<grammar::GrammarMatcher> matcher_;
   std::vector<uint32_t> mask_;
   bool mask_ready_ = false;  // mask_ is for the matcher's current state
-  bool sampled_ = false;     // Sample drew a token that Emit has not handled yet
+  // Output tokens Emit has not handled yet: the sampled one and the grammar's forced ones.
+  struct Pending {
+    int32_t token;
+    float logprob;
+  };
+  std::vector<Pending> pending_;
+  bool sampled_ = false;  // this step's Sample drew a token: Emit hands pending_ out
+  void JumpForward();
+  Result<std::optional<GenerationEnd>> EmitOne(
+      const Pending& t, const std::function<bool(const GeneratedToken&)>& emit);
 };
 
 class Generator {

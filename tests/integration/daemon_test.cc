@@ -427,6 +427,53 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
+// Text the grammar forces is appended as tokens and fed as one chunk: fewer model steps than
+// tokens, and the text is exactly the constrained one. Needs a model whose rows cover the
+// tokenizer's ids (the demo's shape: 129,280 rows, hidden 64).
+TEST_F(DaemonTest, JumpForwardInsertsForcedTextWithoutModelSteps) {
+  TinySpec spec;
+  spec.vocab = 129280;
+  spec.hidden = 64;
+  spec.quantize = "fp8-fp4";
+  ASSERT_TRUE(MakeTinyCheckpoint(spec, dir_ / "wide").ok());
+  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  Daemon d(dir_ / "wide", socket_, {"--tokenizer", tok});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto counter = [&](const std::string& name) {
+    auto status = (*c)->GetStatus();
+    EXPECT_TRUE(status.ok());
+    const size_t at = status->find("\"" + name + "\":");
+    EXPECT_NE(at, std::string::npos) << *status;
+    return std::stoll(status->substr(at + name.size() + 3));
+  };
+  const long long steps0 = counter("engine_steps"), tokens0 = counter("tokens_served");
+  auto r = Request(1, {5, 6, 7}, 40);
+  r.temperature = 0;
+  r.response_format_json =
+      R"({"type": "regex", "regex": "The answer to the question is (yes|no)\\. Thank you\\."})";
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  std::string text;
+  for (;;) {
+    auto ev = (*c)->NextEvent(30s);
+    ASSERT_TRUE(ev.ok() && *ev);
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
+        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
+      text.append((*ev)->text, (*ev)->text_len);
+      continue;
+    }
+    EXPECT_EQ((*ev)->finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
+    break;
+  }
+  EXPECT_TRUE(text == "The answer to the question is yes. Thank you." ||
+              text == "The answer to the question is no. Thank you.")
+      << text;
+  const long long steps = counter("engine_steps") - steps0;
+  const long long tokens = counter("tokens_served") - tokens0;
+  EXPECT_GE(tokens, 10) << "the forced words are tokens of the output";
+  EXPECT_LE(steps, 4) << steps << " steps for " << tokens << " tokens";
+}
+
 // A step budget of one token makes every prefill chunk one token long; the chunk that ends on
 // the 128-token boundary still leaves a snapshot, and a later request sharing the block hits it.
 TEST_F(DaemonTest, OneTokenPrefillChunksStillFillThePrefixCache) {

@@ -149,6 +149,26 @@ TEST_F(GeneratorTest, PenaltiesDiscourageRepeatsAndLogprobsAreReported) {
             std::string::npos);
 }
 
+// Chunks for the prefix cache end at every 128-token boundary, even when the budget would carry
+// a chunk past several; without that option a chunk stops at the last boundary before the end.
+TEST_F(GeneratorTest, PrefillChunksStopAtEveryBlockBoundary) {
+  GenerationParams p;
+  for (int i = 0; i < 300; ++i) p.prompt.push_back((i * 11 + 2) % 512);
+  RequestState st(*model_, nullptr, 1, p);
+  std::vector<size_t> chunks;
+  std::vector<float> logits(512);
+  while (st.prefilling() || st.seq().length < 300) {
+    std::span<const int32_t> in = st.NextInput(512, /*stop_at_block=*/true);
+    chunks.push_back(in.size());
+    BatchItem item{&st.seq(), in, logits.data(), nullptr, true};
+    ASSERT_TRUE(model_->ForwardBatch(std::span<BatchItem>(&item, 1)).ok());
+  }
+  EXPECT_EQ(chunks, (std::vector<size_t>{128, 128, 44}));
+  RequestState plain(*model_, nullptr, 2, p);
+  EXPECT_EQ(plain.NextInput(512).size(), 300u);
+  EXPECT_EQ(plain.NextInput(280).size(), 256u);
+}
+
 TEST_F(GeneratorTest, ValidationNamesTheField) {
   Generator g(*model_, tok_.get());
   auto ok = [](const GeneratedToken&) { return true; };
