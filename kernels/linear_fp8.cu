@@ -147,19 +147,34 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
   }
 }
 
+template <int Rows, int Outs>
+void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
+                float* y, cudaStream_t stream) {
+  const int64_t blocks = (out + kWarpsPerBlock * Outs - 1) / (kWarpsPerBlock * Outs);
+  Fp8GemvWideKernel<Rows, Outs>
+      <<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in, x, y);
+}
+
 template <int Rows>
 int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
            float* y, cudaStream_t stream) {
   const int64_t blocks = (out + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  // One activation row is bound by weight bandwidth alone; more rows reuse activations.
-  constexpr int kOuts = Rows == 1 ? 1 : 4;
-  const int64_t wide_blocks = (out + kWarpsPerBlock * kOuts - 1) / (kWarpsPerBlock * kOuts);
   const bool wide = in % 512 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
-    Fp8GemvWideKernel<Rows, kOuts>
-        <<<static_cast<unsigned>(wide_blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in,
-                                                                                 x, y);
+    // More weight rows per warp amortise the activation loads (measured on the H200: 1.5 -> 2.7
+    // TB/s at one row), as long as enough warps remain to keep the SMs streaming: 2,048 warps
+    // for one activation row, 1,024 with several (bench/RESULTS.md, "FP8 block-scaled GEMV").
+    const int64_t min_warps = Rows == 1 ? 2048 : 1024;
+    if (Rows > 1 && out / 8 >= min_warps) {
+      LaunchWide<Rows, 8>(w, scale, out, in, x, y, stream);
+    } else if (out / 4 >= min_warps) {
+      LaunchWide<Rows, 4>(w, scale, out, in, x, y, stream);
+    } else if (out / 2 >= min_warps) {
+      LaunchWide<Rows, 2>(w, scale, out, in, x, y, stream);
+    } else {
+      LaunchWide<Rows, 1>(w, scale, out, in, x, y, stream);
+    }
   } else {
     Fp8GemvKernel<Rows><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
         w, scale, out, in, x, y);

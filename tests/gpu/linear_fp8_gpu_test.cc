@@ -27,8 +27,14 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto cpu = MakeCpuBackend(4);
-  for (auto [out, in] :
-       {std::pair<int64_t, int64_t>{300, 200}, {1, 129}, {4096, 7168}, {257, 1024}, {2, 512}}) {
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{300, 200},
+                         {1, 129},
+                         {4096, 7168},
+                         {257, 1024},
+                         {2, 512},
+                         {16389, 1024},
+                         {8195, 512},
+                         {2050, 1024}}) {
     for (int rows : {1, 3, 8}) {
       std::vector<uint8_t> w(out * in), s(((out + 127) / 128) * ((in + 127) / 128));
       for (auto& b : w) {
