@@ -200,6 +200,9 @@ void EngineWorker::Loop() {
     if (running.empty() && preempted.empty()) {
       stepped = false;
       stats_.cache_bytes.store(0);
+      const BlockPool::Stats pool = model_.block_pool_stats();  // what the snapshots still hold
+      stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
+      stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_.load() || !inbox_.empty(); });
