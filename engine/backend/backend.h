@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "engine/common/status.h"
 #include "engine/model/rope.h"
 #include "engine/model/weights.h"
 
@@ -21,6 +22,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  /// The first device fault since the last call (ops return nothing; a failed op leaves its
+  /// outputs undefined and the step that ran it fails with this). Always OK on the CPU.
+  virtual Status TakeError() { return Status::Ok(); }
 
   /// y[rows, n_out] = x[rows, w.in] * W[out_begin : out_begin + n_out]^T in fp32. With
   /// quantize_act, each 128-value block of a row of x is first rounded through FP8 e4m3 with a

@@ -105,6 +105,9 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
   }
   if (!rows.empty())
     Head(w_.hc_head, w_.norm, head_in.data(), static_cast<int64_t>(rows.size()), logits.data());
+  // A device fault fails the whole step; the sequences' caches are then undefined, so their
+  // requests end (the engine fails the batch).
+  DI_RETURN_IF_ERROR(be_.TakeError());
   size_t next_row = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const int64_t c = static_cast<int64_t>(items[i].tokens.size());
@@ -154,6 +157,7 @@ Status Model::MtpForward(SequenceState& seq, const float* streams,
   DecoderLayer(m.layer, std::span<const Segment>(&seg, 1), main_rope_, Y.data(), next_tokens.data(),
                pos.data(), T);
   Head(m.hc_head, m.norm, Y.data(), T, logits);
+  DI_RETURN_IF_ERROR(be_.TakeError());
   seq.mtp_length += T;
   return Status::Ok();
 }

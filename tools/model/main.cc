@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
 #include "engine/common/npy.h"
 #include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
@@ -193,14 +194,12 @@ Status Logits(const Args& a) {
     if (!a.count(k)) return InvalidArgument(std::string("logits needs ") + k);
   }
   const std::string device = a.count("--device") ? a.at("--device") : "cpu";
-  if (device == "cuda") {
-    if (!CudaBuildEnabled()) {
-      return Unimplemented("--device cuda: this build has no CUDA support (nvcc was not found)");
-    }
-    return Unimplemented(
-        "--device cuda: the CUDA model backend is not implemented yet; use --device cpu");
+  if (device != "cpu" && device != "cuda") {
+    return InvalidArgument("--device must be cpu or cuda, got '" + device + "'");
   }
-  if (device != "cpu") return InvalidArgument("--device must be cpu or cuda, got '" + device + "'");
+  if (device == "cuda" && !CudaBuildEnabled()) {
+    return Unimplemented("--device cuda: this build has no CUDA support (nvcc was not found)");
+  }
   std::vector<int32_t> tokens;
   if (a.count("--tokens")) {
     DI_ASSIGN_OR_RETURN(tokens, ParseIntList("--tokens", a.at("--tokens")));
@@ -250,7 +249,15 @@ Status Logits(const Args& a) {
 
   DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
   for (const auto& w : ck->warnings) spdlog::warn("{}", w);
-  auto backend = MakeCpuBackend(threads);
+  std::unique_ptr<Backend> backend;
+  if (device == "cuda") {
+    auto cuda = MakeCudaBackend(0);
+    if (!cuda.ok())
+      return Status(cuda.status().code(), "--device cuda: " + cuda.status().message());
+    backend = std::move(*cuda);
+  } else {
+    backend = MakeCpuBackend(threads);
+  }
   Model model(*ck, *backend, numerics);
   const int64_t V = ck->config.vocab_size;
   const int64_t S = static_cast<int64_t>(ck->config.hc_mult) * ck->config.hidden_size;

@@ -1,0 +1,280 @@
+#include <cuda_runtime.h>
+
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float BlockSum(float v, float* scratch) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();  // scratch may still be read from a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += scratch[w];
+  return s;
+}
+
+__device__ float BlockMax(float v, float* scratch) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+__device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
+                              float* y) {
+  __shared__ float scratch[32];
+  const float* xr = x + blockIdx.x * dim;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  const float inv = 1.0f / sqrtf(BlockSum(ss, scratch) / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    y[blockIdx.x * dim + i] = xr[i] * inv * (weight ? weight[i] : 1.0f);
+  }
+}
+
+__global__ void RopeKernel(float* x, int64_t total, int heads, int head_dim, int rope_dim,
+                           const float* inv_freq, const int64_t* positions, bool inverse) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int half = rope_dim / 2;
+  if (idx >= total * half) return;
+  const int64_t rh = idx / half;  // row * heads + head
+  const int i = static_cast<int>(idx % half);
+  const float angle = static_cast<float>(positions[rh / heads]) * inv_freq[i];
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (inverse) s = -s;
+  float* p = x + rh * head_dim + head_dim - rope_dim + 2 * i;
+  const float a = p[0], b = p[1];
+  p[0] = a * c - b * s;
+  p[1] = b * c + a * s;
+}
+
+__global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, float limit,
+                             float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float g = gate[i], u = up[i];
+  if (limit > 0) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  out[i] = g / (1.0f + expf(-g)) * u;
+}
+
+// One block per row: the normalised streams' dot products with the mixing weights, then (thread
+// 0) the pre/post weights and the Sinkhorn-normalised combination, then the collapsed input.
+template <bool Head>
+__global__ void HyperKernel(HyperWeights w, const float* streams, int n, int64_t dim,
+                            float norm_eps, float hc_eps, int iters, float* post, float* comb,
+                            float* collapsed) {
+  __shared__ float scratch[32];
+  __shared__ float m[64];
+  __shared__ float pre[8];
+  const int64_t flat = n * dim;
+  const float* X = streams + blockIdx.x * flat;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < flat; i += blockDim.x) ss += X[i] * X[i];
+  const float inv = 1.0f / sqrtf(BlockSum(ss, scratch) / static_cast<float>(flat) + norm_eps);
+  const int mix = Head ? n : (2 + n) * n;
+  for (int k = 0; k < mix; ++k) {
+    float part = 0;
+    for (int64_t i = threadIdx.x; i < flat; i += blockDim.x) part += w.fn[k * flat + i] * X[i];
+    const float s = BlockSum(part, scratch) * inv;
+    if (threadIdx.x == 0) m[k] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int k = 0; k < n; ++k) pre[k] = Sigmoid(m[k] * w.scale[0] + w.base[k]) + hc_eps;
+    if (!Head) {
+      float* po = post + blockIdx.x * n;
+      float* C = comb + blockIdx.x * n * n;
+      for (int k = 0; k < n; ++k) po[k] = 2.0f * Sigmoid(m[n + k] * w.scale[1] + w.base[n + k]);
+      for (int i = 0; i < n; ++i) {
+        float mx = -INFINITY;
+        for (int j = 0; j < n; ++j) {
+          C[i * n + j] = m[2 * n + i * n + j] * w.scale[2] + w.base[2 * n + i * n + j];
+          mx = fmaxf(mx, C[i * n + j]);
+        }
+        float s = 0;
+        for (int j = 0; j < n; ++j) s += (C[i * n + j] = expf(C[i * n + j] - mx));
+        for (int j = 0; j < n; ++j) C[i * n + j] = C[i * n + j] / s + hc_eps;
+      }
+      // As the CPU backend: a column normalisation, then iters - 1 row + column rounds.
+      for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {
+        if (it > 0) {
+          for (int i = 0; i < n; ++i) {
+            float s = 0;
+            for (int j = 0; j < n; ++j) s += C[i * n + j];
+            for (int j = 0; j < n; ++j) C[i * n + j] /= s + hc_eps;
+          }
+        }
+        for (int j = 0; j < n; ++j) {
+          float s = 0;
+          for (int i = 0; i < n; ++i) s += C[i * n + j];
+          for (int i = 0; i < n; ++i) C[i * n + j] /= s + hc_eps;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    float s = 0;
+    for (int k = 0; k < n; ++k) s += pre[k] * X[k * dim + c];
+    collapsed[blockIdx.x * dim + c] = s;
+  }
+}
+
+__global__ void HyperPostKernel(const float* streams, const float* y, const float* post,
+                                const float* comb, int64_t total, int n, int64_t dim, float* out) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int64_t c = idx % dim;
+  const int64_t rj = idx / dim;
+  const int j = static_cast<int>(rj % n);
+  const int64_t r = rj / n;
+  const float* X = streams + r * n * dim;
+  const float* C = comb + r * n * n;
+  float s = post[r * n + j] * y[r * dim + c];
+  for (int i = 0; i < n; ++i) s += C[i * n + j] * X[i * dim + c];
+  out[idx] = s;
+}
+
+// One block per (query, head); scores live in dynamic shared memory.
+__global__ void SparseAttentionKernel(const float* q, const float* rows, const int64_t* offsets,
+                                      int heads, int head_dim, const float* sinks, float scale,
+                                      float* o) {
+  extern __shared__ float p[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x / heads;
+  const int h = static_cast<int>(blockIdx.x % heads);
+  const float* qh = q + static_cast<int64_t>(blockIdx.x) * head_dim;
+  const float* base = rows + offsets[t] * head_dim;
+  const int n = static_cast<int>(offsets[t + 1] - offsets[t]);
+  float mx = sinks[h];
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    float d = 0;
+    for (int c = 0; c < head_dim; ++c) d += qh[c] * base[static_cast<int64_t>(e) * head_dim + c];
+    p[e] = d * scale;
+    mx = fmaxf(mx, p[e]);
+  }
+  mx = BlockMax(mx, scratch);
+  float part = 0;
+  for (int e = threadIdx.x; e < n; e += blockDim.x) part += (p[e] = expf(p[e] - mx));
+  const float denom = BlockSum(part, scratch) + expf(sinks[h] - mx);
+  __syncthreads();
+  float* oh = o + static_cast<int64_t>(blockIdx.x) * head_dim;
+  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
+    float acc = 0;
+    for (int e = 0; e < n; ++e) acc += p[e] / denom * base[static_cast<int64_t>(e) * head_dim + c];
+    oh[c] = acc;
+  }
+}
+
+__global__ void IndexerScoresKernel(const float* q, const float* w, int heads, int head_dim,
+                                    const float* keys, int64_t n_keys, float* out) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n_keys) return;
+  const float* k = keys + j * head_dim;
+  float s = 0;
+  for (int h = 0; h < heads; ++h) {
+    float d = 0;
+    for (int c = 0; c < head_dim; ++c) d += q[h * head_dim + c] * k[c];
+    s += w[h] * fmaxf(d, 0.0f);
+  }
+  out[j] = s;
+}
+
+unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
+            void* stream) {
+  if (rows == 0) return 0;
+  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, weight, dim, eps, y);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int Rope(float* x, int64_t rows, int heads, int head_dim, int rope_dim, const float* inv_freq,
+         const int64_t* positions, bool inverse, void* stream) {
+  const int64_t total = rows * heads;
+  if (total == 0 || rope_dim < 2) return 0;
+  RopeKernel<<<Blocks(total * (rope_dim / 2)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, total, heads, head_dim, rope_dim, inv_freq, positions, inverse);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out, void* stream) {
+  if (n == 0) return 0;
+  SwiGluKernel<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(gate, up, n, limit,
+                                                                              out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int HyperPre(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim, float norm_eps,
+             float hc_eps, int sinkhorn_iters, float* post, float* comb, float* collapsed,
+             void* stream) {
+  if (n > 6) return static_cast<int>(cudaErrorInvalidValue);  // (2 + n) * n mix weights <= 64
+  if (rows == 0) return 0;
+  HyperKernel<false>
+      <<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          w, streams, n, dim, norm_eps, hc_eps, sinkhorn_iters, post, comb, collapsed);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int HyperPost(const float* streams, const float* y, const float* post, const float* comb,
+              int64_t rows, int n, int64_t dim, float* out, void* stream) {
+  const int64_t total = rows * n * dim;
+  if (total == 0) return 0;
+  HyperPostKernel<<<Blocks(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      streams, y, post, comb, total, n, dim, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int HyperHead(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
+              float norm_eps, float hc_eps, float* out, void* stream) {
+  if (n > 8) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  HyperKernel<true>
+      <<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          w, streams, n, dim, norm_eps, hc_eps, 0, nullptr, nullptr, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int SparseAttention(const float* q, const float* rows, const int64_t* offsets, int64_t n_queries,
+                    int heads, int head_dim, const float* sinks, float scale, float* o,
+                    void* stream, int64_t max_rows) {
+  if (n_queries == 0) return 0;
+  const size_t smem = static_cast<size_t>(max_rows) * sizeof(float);
+  if (smem > 200 * 1024) return static_cast<int>(cudaErrorInvalidValue);
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(SparseAttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+  }
+  SparseAttentionKernel<<<static_cast<unsigned>(n_queries * heads), kThreads, smem,
+                          static_cast<cudaStream_t>(stream)>>>(q, rows, offsets, heads, head_dim,
+                                                               sinks, scale, o);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int IndexerScores(const float* q, const float* w, int heads, int head_dim, const float* keys,
+                  int64_t n_keys, float* out, void* stream) {
+  if (n_keys == 0) return 0;
+  IndexerScoresKernel<<<Blocks(n_keys), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      q, w, heads, head_dim, keys, n_keys, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace deepinfer::kernels
