@@ -248,10 +248,18 @@ Status SchemaCompiler::ExtraKey(const Keywords& kw, const std::string& path, int
   // Exact only when every extra key must match a pattern and every pattern has one schema (a key
   // matching several patterns needs them all); otherwise keys outside the patterns would need
   // the complement of a regex.
+  // Not enforced (strict mode refuses the schema): lenient mode lets any extra key through
+  // with any value, since keys matching a pattern are allowed — rejecting them would make valid
+  // documents impossible to produce, which is worse than a warning.
+  auto lenient_any_extra = [&] {
+    *extra = true;
+    *extra_value = j_.Value();
+  };
   if (!ap_false || !names.empty() || !same || custom) {
     Unenforced(path, "patternProperties",
                "is enforced only with additionalProperties false, no declared properties, no "
                "propertyNames and one schema for all patterns");
+    lenient_any_extra();
     return Status::Ok();
   }
   std::vector<Sequence> contents;
@@ -266,6 +274,7 @@ Status SchemaCompiler::ExtraKey(const Keywords& kw, const std::string& path, int
                                "/patternProperties: " + r.status().message());
       }
       Unenforced(path, "patternProperties", "is not enforced: " + r.status().message());
+      lenient_any_extra();
       return Status::Ok();
     }
     contents.push_back({*r});

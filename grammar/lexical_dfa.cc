@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace deepinfer::grammar {
 
@@ -187,41 +188,55 @@ std::optional<ByteDfa> BuildRuleDfa(const Grammar& g, int32_t rule,
     std::sort(states->begin(), states->end());
   };
 
-  std::map<std::vector<int32_t>, int32_t> ids;
+  struct SubsetHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = 0x9e3779b97f4a7c15ULL ^ v.size();
+      for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ULL;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::vector<int32_t>, int32_t, SubsetHash> ids;
   std::vector<std::vector<int32_t>> subsets;
   auto intern = [&](std::vector<int32_t> subset) -> int32_t {
     auto [it, inserted] = ids.emplace(subset, static_cast<int32_t>(subsets.size()));
     if (inserted) subsets.push_back(std::move(subset));
     return it->second;
   };
+  // Per terminal set, the classes it contains; per class, its bytes.
+  std::vector<std::vector<int32_t>> set_classes(nfa.sets().size());
+  for (size_t k = 0; k < nfa.sets().size(); ++k) {
+    for (int32_t c = 0; c < dfa.num_classes; ++c) {
+      if (nfa.sets()[k].Has(representative[c])) set_classes[k].push_back(c);
+    }
+  }
+  std::vector<ByteSet> class_bytes(dfa.num_classes);
+  for (int b = 0; b < 256; ++b) class_bytes[dfa.byte_class[b]].Add(static_cast<uint8_t>(b));
   std::vector<int32_t> init = {start};
   closure(&init);
   dfa.start = intern(std::move(init));
-  std::vector<int32_t> moved;
+  // One pass over a subset's edges fills the targets of every class at once.
+  std::vector<std::vector<int32_t>> moved(dfa.num_classes);
   for (size_t d = 0; d < subsets.size(); ++d) {
     if (static_cast<int32_t>(subsets.size()) > limits.max_dfa_states) return std::nullopt;
     dfa.accepting.push_back(std::binary_search(subsets[d].begin(), subsets[d].end(), final_state));
+    for (auto& m : moved) m.clear();
+    for (int32_t s : subsets[d]) {
+      for (const auto& e : out[s]) {
+        if (e.set < 0) continue;
+        for (int32_t c : set_classes[e.set]) moved[c].push_back(e.to);
+      }
+    }
     ByteSet live;
     for (int32_t c = 0; c < dfa.num_classes; ++c) {
-      moved.clear();
-      ++stamp;
-      for (int32_t s : subsets[d]) {
-        for (const auto& e : out[s]) {
-          if (e.set >= 0 && nfa.sets()[e.set].Has(representative[c]) && mark[e.to] != stamp) {
-            mark[e.to] = stamp;
-            moved.push_back(e.to);
-          }
-        }
-      }
-      if (moved.empty()) {
+      if (moved[c].empty()) {
         dfa.next.push_back(-1);
         continue;
       }
-      closure(&moved);
-      dfa.next.push_back(intern(moved));
-      for (int b = 0; b < 256; ++b) {
-        if (dfa.byte_class[b] == c) live.Add(static_cast<uint8_t>(b));
-      }
+      std::sort(moved[c].begin(), moved[c].end());
+      moved[c].erase(std::unique(moved[c].begin(), moved[c].end()), moved[c].end());
+      closure(&moved[c]);
+      dfa.next.push_back(intern(moved[c]));
+      live.Union(class_bytes[c]);
     }
     dfa.live_bytes.push_back(live);
   }

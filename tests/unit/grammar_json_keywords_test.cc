@@ -69,6 +69,24 @@ TEST(GrammarJsonKeywordsTest, NotPropertyNamesPatternPropertiesAndObjectConst) {
   }
 }
 
+// Lenient mode with patternProperties it cannot enforce (next to declared properties and
+// additionalProperties false, as a real-world schema in bench/data/maskbench has it): keys matching
+// a pattern must stay possible, so extra keys are let through (with the warning), not rejected.
+TEST(GrammarJsonKeywordsTest, LenientPatternPropertiesKeepValidDocumentsPossible) {
+  const char* schema = R"({"type":"object","properties":{"basic":{"type":"object"}},
+      "patternProperties":{"^[a-zA-Z0-9_]*$":{"type":"object"}},"additionalProperties":false})";
+  JsonSchemaOptions lenient;
+  lenient.strict = false;
+  auto r = JsonSchemaToGrammar(schema, lenient);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->warnings.empty());
+  const CompiledGrammar g = MustCompile(std::move(r->grammar));
+  EXPECT_TRUE(Matches(g, R"({"basic":{},"custom_label":{"a":1}})"));
+  EXPECT_TRUE(Matches(g, R"({"custom_label":{}})"));
+  EXPECT_FALSE(Matches(g, R"({"basic":3})"));      // declared properties stay enforced
+  EXPECT_FALSE(JsonSchemaToGrammar(schema).ok());  // strict: refused
+}
+
 TEST(GrammarJsonKeywordsTest, StrictModeListsUnenforcedKeywords) {
   const char* schema = R"({"type":"object","minProperties":300,"properties":{
       "n":{"type":"number","minimum":3.5,"maximum":9},"s":{"type":"array","uniqueItems":true}}})";
