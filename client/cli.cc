@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/bench.h"
 #include "client/client.h"
 #include "engine/common/json_writer.h"
 
@@ -30,8 +31,10 @@ commands:
   status [--json]      The daemon's counters.
   health               Exit 0 when the daemon is healthy.
   cancel ID            Cancels request ID of this connection (useful only for scripting tests).
-  bench [--clients N] [--requests N] [--prompt-ids 1,2,3] [--max-tokens N]
-      N concurrent clients; prints TTFT, inter-token latency and throughput percentiles.
+  bench [--clients N] [--requests N] [--rate R] [--prompt-ids 1,2,3] [--max-tokens N]
+      N client connections, N x requests in all; closed loop (each client's next request after
+      its previous one), or with --rate R open loop: Poisson arrivals at R requests/s overall.
+      Prints tokens/s and TTFT, inter-token and request latency percentiles (one JSON line).
 The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
 )";
 
@@ -210,62 +213,20 @@ Status Generate(const Args& a) {
   }
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
-
 Status Bench(const Args& a) {
-  DI_ASSIGN_OR_RETURN(long long clients, Int("--clients", a.Get("--clients", "4")));
-  DI_ASSIGN_OR_RETURN(long long requests, Int("--requests", a.Get("--requests", "4")));
+  BenchOptions o;
+  o.socket = a.socket;
+  DI_ASSIGN_OR_RETURN(o.clients, Int("--clients", a.Get("--clients", "4")));
+  DI_ASSIGN_OR_RETURN(o.requests, Int("--requests", a.Get("--requests", "4")));
+  DI_ASSIGN_OR_RETURN(o.rate, Double("--rate", a.Get("--rate", "0")));
   Args base = a;
   if (!base.opts.count("--prompt-ids") && !base.opts.count("--prompt"))
     base.opts.emplace("--prompt-ids", "1,2,3,4");
   if (!base.opts.count("--max-tokens")) base.opts.emplace("--max-tokens", "16");
-  std::vector<double> ttft, itl;
-  std::mutex mu;
-  std::atomic<long long> tokens{0}, failures{0};
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (long long c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      auto client = Client::Connect(a.socket, "deepinfer-bench");
-      if (!client.ok()) return void(failures++);
-      for (long long r = 0; r < requests; ++r) {
-        auto req = BuildRequest(base, static_cast<uint64_t>(r + 1));
-        const auto start = std::chrono::steady_clock::now();
-        if (!req.ok() || !(*client)->Generate(*req).ok()) return void(failures++);
-        auto last = start;
-        bool first = true;
-        for (;;) {
-          auto ev = (*client)->NextEvent(std::chrono::seconds(60));
-          if (!ev.ok() || !*ev) return void(failures++);
-          const auto now = std::chrono::steady_clock::now();
-          if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken)) {
-            std::lock_guard<std::mutex> lock(mu);
-            (first ? ttft : itl)
-                .push_back(std::chrono::duration<double, std::milli>(now - last).count());
-            first = false;
-            last = now;
-            tokens++;
-          } else if ((*ev)->kind != static_cast<uint16_t>(ipc::EventKind::kText)) {
-            break;
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf(
-      "{\"clients\": %lld, \"requests\": %lld, \"failures\": %lld, \"tokens\": %lld, "
-      "\"tokens_per_s\": %.1f, \"ttft_ms_p50\": %.3f, \"ttft_ms_p99\": %.3f, "
-      "\"itl_ms_p50\": %.3f, \"itl_ms_p99\": %.3f}\n",
-      clients, clients * requests, failures.load(), tokens.load(), tokens / secs,
-      Percentile(ttft, 0.5), Percentile(ttft, 0.99), Percentile(itl, 0.5), Percentile(itl, 0.99));
-  return failures == 0 ? Status::Ok()
-                       : Internal(std::to_string(failures.load()) + " clients failed");
+  DI_ASSIGN_OR_RETURN(std::string line,
+                      RunBench(o, [&](uint64_t id) { return BuildRequest(base, id); }));
+  std::printf("%s\n", line.c_str());
+  return Status::Ok();
 }
 
 int Main(int argc, char** argv) {

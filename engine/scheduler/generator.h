@@ -81,6 +81,8 @@ class RequestState {
   /// Computes the grammar mask the next OnStep will apply, so that it can run while the model
   /// step does (it reads only the grammar state, never the sequence). No-op without a grammar.
   void PrepareMask();
+  /// The request follows a grammar (its masks are worth preparing during the model step).
+  bool constrained() const { return matcher_.has_value(); }
 
  private:
   Model& model_;

@@ -1,0 +1,30 @@
+// The `deepinfer bench` load generator: N client connections, closed loop (each client sends its
+// next request when the previous ends) or open loop (requests arrive at a fixed mean rate, Poisson,
+// whether or not earlier ones have ended: latency against offered load).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "engine/common/status.h"
+#include "ipc/protocol.h"
+
+namespace deepinfer::client {
+
+struct BenchOptions {
+  std::string socket;
+  long long clients = 4;
+  long long requests = 4;        // per client
+  double rate = 0;               // requests per second over all clients; 0 = closed loop
+  long long max_in_flight = 16;  // per client in the open loop (the daemon's per-client limit)
+};
+
+/// Runs the load; make_request(id) builds the request with that id. Returns one JSON object:
+/// clients, requests, rate, failures, tokens, tokens_per_s, ttft/itl/latency p50 and p99 (ms).
+/// In the open loop TTFT and latency count from the request's scheduled arrival, so time spent
+/// waiting for a free slot at the client is included.
+Result<std::string> RunBench(
+    const BenchOptions& options,
+    const std::function<Result<ipc::GenerateRequest>(uint64_t)>& make_request);
+
+}  // namespace deepinfer::client
