@@ -119,6 +119,7 @@ Status SetPath(DaemonConfig& c, std::string_view v) {
 }
 
 constexpr std::string_view kNumerics[] = {"exact", "reference"};
+constexpr std::string_view kDevices[] = {"cpu", "cuda"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
@@ -214,6 +215,9 @@ const std::vector<OptionSpec>& OptionTable() {
      SetTokenizer, Same<&C::tokenizer_dir>},
     {{"numerics", "exact|reference", "exact", "fp32 math, or the official FP8/FP4 rounding", false},
      SetOneOf<&C::numerics, kNumerics>, Same<&C::numerics>},
+    {{"device", "cpu|cuda", "cpu",
+      "the backend: the exact CPU one, or the CUDA one (GPU 0; an error without CUDA)", false},
+     SetOneOf<&C::device, kDevices>, Same<&C::device>},
     {{"threads", "N", "0", "CPU backend threads; 0 = one per online CPU", false},
      SetUint<&C::threads, 0, 1024>, Same<&C::threads>},
     {{"warmup", "on|off", "on", "run one warm-up step before reporting ready", false},

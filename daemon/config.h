@@ -30,6 +30,7 @@ struct DaemonConfig {
   std::string tokenizer_dir;       // "" = none: token-id requests only. Default: model_dir when it
                                    // holds tokenizer.json; `none` switches it off explicitly.
   std::string numerics = "exact";  // exact | reference (engine's ParseNumerics)
+  std::string device = "cpu";      // cpu | cuda (the CUDA backend, stage 1)
   uint32_t threads = 0;            // CPU backend threads; 0 = one per online CPU
   bool warmup = true;              // run one warm-up step before READY=1
 

@@ -11,6 +11,7 @@
 #include "daemon/engine_worker.h"
 #include "daemon/server.h"
 #include "daemon/systemd.h"
+#include "engine/backend/cuda/cuda_backend.h"
 #include "grammar/tokenizer_vocabulary.h"
 
 namespace deepinfer::daemon {
@@ -44,7 +45,15 @@ int Run(int argc, char** argv) {
   const int threads = cfg.threads > 0
                           ? static_cast<int>(cfg.threads)
                           : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  auto backend = MakeCpuBackend(threads);
+  std::unique_ptr<Backend> backend;
+  if (cfg.device == "cuda") {
+    auto cuda = MakeCudaBackend(0);
+    if (!cuda.ok()) return fail(cuda.status());
+    backend = std::move(*cuda);
+  } else {
+    backend = MakeCpuBackend(threads);
+  }
+  spdlog::info("backend: {}", backend->name());
   Model model(**ck, *backend, *numerics);
   std::unique_ptr<Tokenizer> tokenizer;
   if (!cfg.tokenizer_dir.empty()) {

@@ -6,5 +6,5 @@ target_link_libraries(deepinfer_server PUBLIC deepinfer_daemon_core deepinfer_ip
                       deepinfer_scheduler deepinfer_grammar spdlog::spdlog Threads::Threads)
 
 add_executable(deepinferd main.cc)
-target_link_libraries(deepinferd PRIVATE deepinfer_server)
+target_link_libraries(deepinferd PRIVATE deepinfer_server deepinfer_cuda_backend)
 target_compile_options(deepinferd PRIVATE ${DEEPINFER_WARNINGS})

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -425,6 +427,21 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   auto bad = Request(20, {1}, 4);
   bad.response_format_json = R"({"type": "regex", "regex": "(a"})";
   EXPECT_FALSE((*c)->Generate(bad).ok());
+}
+
+// --device cuda without a GPU: the daemon refuses to start and says why (never a silent CPU run).
+TEST_F(DaemonTest, CudaDeviceWithoutAGpuFailsToStart) {
+  if (std::filesystem::exists("/dev/nvidiactl")) GTEST_SKIP() << "a GPU is present";
+  const std::string cmd = kBin + "/deepinferd --model " + (dir_ / "model") + " --socket " +
+                          socket_ + " --tokenizer none --device cuda 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof(buf), p)) out += buf;
+  const int status = pclose(p);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("CUDA"), std::string::npos) << out;
 }
 
 // Text the grammar forces is appended as tokens and fed as one chunk: fewer model steps than

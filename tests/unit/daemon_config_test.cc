@@ -149,7 +149,9 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "0",
                   "--step-token-budget",
                   "100",
-                  "--no-overlap"});
+                  "--no-overlap",
+                  "--device",
+                  "cuda"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -174,6 +176,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->prefix_cache_bytes, 0u);
   EXPECT_EQ(c->step_token_budget, 100u);
   EXPECT_FALSE(c->overlap);
+  EXPECT_EQ(c->device, "cuda");
   // Every option differs from its default, so the test covers the whole table.
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
 }
@@ -371,6 +374,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "prefix_cache_bytes",
                                           "batch_requests",
                                           "step_token_budget",
+                                          "device",
                                           "overlap",
                                           "watchdog",
                                           "log_level"};
