@@ -1,0 +1,152 @@
+// The daemon test harness: deepinferd on a temporary socket with a tiny model, a client, and
+// helpers to send requests and collect their events. Used by daemon_test (protocol, robustness,
+// lifecycle) and engine_loop_test (batching, caches, overlap, structured outputs).
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "client/client.h"
+#include "engine/model/model.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer::daemon_testing {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+inline const std::string kBin = DEEPINFER_BIN_DIR;
+
+class Daemon {
+ public:
+  Daemon(const std::string& model, const std::string& socket, std::vector<std::string> extra = {})
+      : socket_(socket) {
+    std::vector<std::string> args = {
+        kBin + "/deepinferd", "--model", model,         "--socket", socket, "--tokenizer", "none",
+        "--threads",          "1",       "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {  // up to 20 s for load and warm-up
+      if (client::Client::Connect(socket_).ok()) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "deepinferd did not come up";
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // SIGTERM; returns the exit status and how long it took.
+  std::pair<int, double> Terminate() {
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  }
+  bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+inline ipc::GenerateRequest Request(uint64_t id, std::vector<int32_t> prompt, int64_t max_tokens) {
+  ipc::GenerateRequest r;
+  r.id = id;
+  r.prompt_kind = ipc::PromptKind::kIds;
+  r.prompt_ids = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.temperature = 0;
+  return r;
+}
+
+// Reads a request's events to its end; returns the tokens and the final event.
+inline std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto ev = c.NextEvent(30s);
+    EXPECT_TRUE(ev.ok() && ev->has_value());
+    if (!ev.ok() || !*ev) return {tokens, {}};
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      tokens.push_back((*ev)->token);
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
+        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
+      return {tokens, **ev};
+    }
+  }
+}
+
+struct Ended {
+  std::vector<int32_t> tokens;
+  ipc::TokenEvent end;  // the request's final event (done or error)
+};
+
+// Reads events until `count` requests have ended; keyed by request id.
+inline std::map<uint64_t, Ended> DrainRequests(client::Client& c, int count) {
+  std::map<uint64_t, Ended> out;
+  for (int open = count; open > 0;) {
+    auto ev = c.NextEvent(60s);
+    EXPECT_TRUE(ev.ok() && ev->has_value());
+    if (!ev.ok() || !*ev) break;
+    const auto& e = **ev;
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
+      out[e.request_id].tokens.push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
+        e.kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
+      out[e.request_id].end = e;
+      --open;
+    }
+  }
+  return out;
+}
+
+inline bool EndedDone(const Ended& r) {
+  return r.end.kind == static_cast<uint16_t>(ipc::EventKind::kDone);
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_ / "model").ok());
+    socket_ = dir_ / "d.sock";
+  }
+  int32_t ReferenceNext(const std::vector<int32_t>& prompt) {
+    auto ck = LoadCheckpoint(dir_ / "model");
+    auto be = MakeCpuBackend(1);
+    Model m(**ck, *be, Numerics::kExact);
+    std::vector<float> logits(prompt.size() * 512);
+    auto seq = m.NewSequence();
+    EXPECT_TRUE(m.Forward(seq, prompt, logits.data(), nullptr).ok());
+    const float* last = &logits[(prompt.size() - 1) * 512];
+    return static_cast<int32_t>(std::max_element(last, last + 512) - last);
+  }
+  TempDir dir_;
+  std::string socket_;
+};
+
+}  // namespace deepinfer::daemon_testing
