@@ -206,19 +206,19 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   if (!req.response_format_json.empty()) {
     if (!server_.vocab_)
       return reject(ipc::kErrInvalidArgument, "response_format: needs a tokenizer");
-    auto& cached = server_.grammars_[req.response_format_json];
-    if (!cached) {
+    auto found = server_.grammars_.find(req.response_format_json);
+    if (found != server_.grammars_.end()) {
+      p.grammar = found->second;
+    } else {
       std::vector<std::string> warnings;
       auto g = grammar::CompileResponseFormat(req.response_format_json, &warnings);
-      if (!g.ok()) {
-        server_.grammars_.erase(req.response_format_json);
-        return reject(ipc::kErrInvalidArgument, g.status().message());
-      }
+      if (!g.ok()) return reject(ipc::kErrInvalidArgument, g.status().message());
       for (const auto& w : warnings) spdlog::info("response_format not fully enforced: {}", w);
-      if (server_.grammars_.size() > 256) server_.grammars_.clear();  // bounded cache
-      cached = *g;
+      // A bounded cache: cleared before the insert, so no reference into it outlives the clear.
+      if (server_.grammars_.size() >= 256) server_.grammars_.clear();
+      server_.grammars_.emplace(req.response_format_json, *g);
+      p.grammar = *g;
     }
-    p.grammar = server_.grammars_[req.response_format_json];
     if (p.grammar) p.vocabulary = server_.vocab_;
   }
   if (!p.stop_strings.empty() && server_.tok_ == nullptr) {

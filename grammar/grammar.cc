@@ -206,6 +206,9 @@ Result<CompiledGrammar> CompiledGrammar::Compile(const Grammar& g) {
     c.names_[r] = g.name(r);
     if (!productive[r]) continue;
     if (dfa_of[r] >= 0) {
+      if (c.positions_.size() + 2 > kMaxPositions) {
+        return InvalidArgument("grammar too large (more than 16M symbols)");
+      }
       c.prods_[r].push_back(static_cast<int32_t>(c.positions_.size()));
       c.positions_.push_back({kDfa, dfa_of[r]});
       c.positions_.push_back({kEnd, r});

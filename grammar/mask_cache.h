@@ -48,8 +48,16 @@ class MaskCache {
     size_t bytes = 0;
   };
 
-  /// Entries beyond `max_bytes` are evicted, least recently used first.
+  /// Entries beyond `max_bytes` are evicted, least recently used first. All caches of the
+  /// process together stay within kProcessBytes: past it a cache evicts its own entries, and
+  /// when it has none left to give the new entry is not kept.
+  static constexpr size_t kProcessBytes = size_t{256} << 20;
   explicit MaskCache(size_t max_bytes = size_t{16} << 20) : max_bytes_(max_bytes) {}
+  ~MaskCache();
+  MaskCache(const MaskCache&) = delete;
+  MaskCache& operator=(const MaskCache&) = delete;
+  /// Bytes held by all caches of the process.
+  static size_t process_bytes();
 
   /// Masks are over one vocabulary: the first caller binds it; other vocabularies get false.
   bool Bind(const TokenVocabulary* vocab);
@@ -66,6 +74,7 @@ class MaskCache {
     uint64_t last_use;
   };
   void EvictLocked();
+  void EvictOldestLocked();
 
   mutable std::mutex mu_;
   const TokenVocabulary* vocab_ = nullptr;

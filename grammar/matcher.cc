@@ -37,6 +37,7 @@ GrammarMatcher::GrammarMatcher(const CompiledGrammar& grammar, const TokenVocabu
   if (over_) {  // nothing can be matched
     items_.clear();
     exhausted_ = true;
+    ++exhaust_events_;
   }
 }
 
@@ -119,7 +120,11 @@ void GrammarMatcher::Closure() {
 }
 
 bool GrammarMatcher::PushByte(uint8_t b) {
-  if (set_begin_.size() >= kMaxBytes) return false;
+  if (set_begin_.size() >= kMaxBytes) {
+    exhausted_ = true;
+    ++exhaust_events_;
+    return false;
+  }
   const size_t top_begin = set_begin_.back();
   const size_t top_end = items_.size();
   if (top_end == top_begin + 1 && g_->pos(items_[top_begin].pos).kind == CompiledGrammar::kDfa) {
@@ -157,6 +162,7 @@ bool GrammarMatcher::PushByte(uint8_t b) {
     items_.resize(top_end);
     set_begin_.pop_back();
     exhausted_ = true;
+    ++exhaust_events_;
     return false;
   }
   return true;

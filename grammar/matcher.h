@@ -73,8 +73,9 @@ class GrammarMatcher {
   std::vector<int32_t> history_;     // bytes per accepted entry; -1 for an EOS token
   bool terminated_ = false;
   bool exhausted_ = false;
-  bool over_ = false;  // the set being built exceeded a limit
-  size_t work_ = 0;    // completion scan work for the set being built
+  uint64_t exhaust_events_ = 0;  // steps refused by a limit, ever (a walk compares before/after)
+  bool over_ = false;            // the set being built exceeded a limit
+  size_t work_ = 0;              // completion scan work for the set being built
   // Per-set deduplication scratch: an open-addressing table stamped with a generation.
   std::vector<uint64_t> keys_;
   std::vector<uint32_t> stamps_;

@@ -77,12 +77,12 @@ std::shared_ptr<const MaskCache::Entry> GrammarMatcher::BuildEntry() {
   auto e = std::make_shared<MaskCache::Entry>();
   e->key = key_;
   e->words.assign(vocab_->mask_words(), 0);
-  const bool exhausted_before = exhausted_;
+  const uint64_t exhaust_before = exhaust_events_;
   walk_base_ = static_cast<int32_t>(set_begin_.size()) - 1;
   BuildWalk(0, e.get());
   walk_base_ = 0;
   // A walk cut short by a resource limit is not the state's mask; do not keep it.
-  if (exhausted_ && !exhausted_before) return nullptr;
+  if (exhaust_events_ != exhaust_before) return nullptr;
   e->skeleton.shrink_to_fit();
   return e;
 }

@@ -185,7 +185,9 @@ Result<std::optional<GenerationEnd>> RequestState::EmitOne(
   const GenerationParams& p = params_;
   const int32_t eos = model_.config().eos_token_id;
   const int32_t token = pending.token;
-  const bool grammar_done = matcher_ && matcher_->IsTerminated();
+  // The grammar ended with the last pending token (the sampled EOS), not with the forced ones
+  // queued before it.
+  const bool grammar_done = matcher_ && matcher_->IsTerminated() && &pending == &pending_.back();
   const bool stop_id = grammar_done || (!p.ignore_eos && token == eos) ||
                        std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end();
   const bool final_token = stop_id || step_ + 1 == p.max_tokens;

@@ -97,6 +97,37 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
+// More distinct response formats than the daemon's grammar cache holds (256): the cache starts
+// over, and every request — the one that overflows it included — is still constrained.
+TEST_F(DaemonTest, GrammarCacheOverflowKeepsRequestsConstrained) {
+  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  Daemon d(dir_ / "model", socket_, {"--tokenizer", tok});
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < 260; ++i) {
+    auto r = Request(static_cast<uint64_t>(i + 1), {5, 6, 7}, 8);
+    r.temperature = 0;
+    // Distinct formats (the client sends its JSON minified, so they must differ in content) for
+    // one language: four digits followed by i empty groups.
+    r.response_format_json =
+        R"({"type": "regex", "regex": "[0-9]{4}(){)" + std::to_string(i) + R"(}"})";
+    ASSERT_TRUE((*c)->Generate(r).ok()) << i;
+    std::string text;
+    for (;;) {
+      auto ev = (*c)->NextEvent(30s);
+      ASSERT_TRUE(ev.ok() && *ev);
+      if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
+          (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
+        text.append((*ev)->text, (*ev)->text_len);
+        continue;
+      }
+      break;
+    }
+    ASSERT_EQ(text.size(), 4u) << "request " << i << ": " << text;
+    for (char ch : text) ASSERT_TRUE(ch >= '0' && ch <= '9') << "request " << i << ": " << text;
+  }
+}
+
 // Text the grammar forces is appended as tokens and fed as one chunk: fewer model steps than
 // tokens, and the text is exactly the constrained one. Needs a model whose rows cover the
 // tokenizer's ids (the demo's shape: 129,280 rows, hidden 64).
@@ -142,6 +173,25 @@ TEST_F(DaemonTest, JumpForwardInsertsForcedTextWithoutModelSteps) {
   const long long tokens = counter("tokens_served") - tokens0;
   EXPECT_GE(tokens, 10) << "the forced words are tokens of the output";
   EXPECT_LE(steps, 4) << steps << " steps for " << tokens << " tokens";
+  // A constraint that forces the whole output: the first sample can only be EOS, and the forced
+  // text before it is still the output.
+  auto fixed = Request(2, {5, 6, 7}, 40);
+  fixed.response_format_json =
+      R"({"type": "json_schema", "json_schema": {"schema": {"const": "all systems nominal"}}})";
+  ASSERT_TRUE((*c)->Generate(fixed).ok());
+  std::string whole;
+  for (;;) {
+    auto ev = (*c)->NextEvent(30s);
+    ASSERT_TRUE(ev.ok() && *ev);
+    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
+        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
+      whole.append((*ev)->text, (*ev)->text_len);
+      continue;
+    }
+    EXPECT_EQ((*ev)->finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
+    break;
+  }
+  EXPECT_EQ(whole, R"("all systems nominal")");
 }
 
 // A step budget of one token makes every prefill chunk one token long; the chunk that ends on

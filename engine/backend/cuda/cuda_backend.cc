@@ -251,8 +251,19 @@ class CudaBackend final : public Backend {
     if (error_.empty()) error_ = what;
   }
 
+  // Ops run on whichever thread runs the model step (the engine's or AsyncForward's): make this
+  // backend's device current there, once per thread.
+  void Enter() {
+    thread_local int current = -1;
+    if (current != device_) {
+      Check(cudaSetDevice(device_));
+      current = device_;
+    }
+  }
+
   template <class T>
   T* Upload(DeviceBuffer* buf, const T* host, int64_t count) {
+    Enter();
     T* d = buf->Get<T>(static_cast<size_t>(count), &err_);
     if (d && count > 0) {
       Check(cudaMemcpyAsync(d, host, count * sizeof(T), cudaMemcpyHostToDevice, stream_));
@@ -276,7 +287,10 @@ class CudaBackend final : public Backend {
     return d;
   }
 
-  DeviceWeight& Weight(const LinearWeight& w) { return weights_[w.data]; }
+  DeviceWeight& Weight(const LinearWeight& w) {
+    Enter();
+    return weights_[w.data];
+  }
   bool Fp8(const LinearWeight& w, DeviceWeight& dw) {
     if (dw.has_fp8) return true;
     const size_t bytes = static_cast<size_t>(w.out * w.in);
