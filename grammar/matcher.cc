@@ -232,6 +232,35 @@ ByteSet GrammarMatcher::AllowedBytes() const {
   return out;
 }
 
+std::vector<int32_t> GrammarMatcher::JumpForwardTokens() {
+  const std::string text = JumpForward();
+  const auto& trie = vocab_->trie();
+  std::vector<int32_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    uint32_t node = 0;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (size_t k = at; k < text.size(); ++k) {
+      uint32_t child = node + 1;
+      while (child < trie[node].next && trie[child].byte != static_cast<uint8_t>(text[k])) {
+        child = trie[child].next;
+      }
+      if (child >= trie[node].next) break;
+      node = child;
+      const auto ids = vocab_->node_tokens(node);
+      if (!ids.empty()) {
+        best = ids[0];
+        best_len = k - at + 1;
+      }
+    }
+    if (best < 0) break;
+    out.push_back(best);
+    at += best_len;
+  }
+  return out;
+}
+
 std::string GrammarMatcher::JumpForward() {
   std::string out;
   if (terminated_) return out;

@@ -33,6 +33,10 @@ class GrammarMatcher {
   void FillNextTokenBitmask(uint32_t* words);
   /// The longest byte string every continuation starts with (empty when EOS is possible).
   std::string JumpForward();
+  /// The same continuation as tokens of this vocabulary: longest match first over the token
+  /// trie, as far as whole tokens cover it (a BPE tokenizer may split it differently; the
+  /// engine uses its tokenizer's canonical encoding when it has one). Consumes nothing.
+  std::vector<int32_t> JumpForwardTokens();
   /// A step was refused because one Earley set outgrew the limits (a pathologically ambiguous
   /// grammar); from then on masks may be incomplete. Sticky.
   bool ResourceExhausted() const { return exhausted_; }

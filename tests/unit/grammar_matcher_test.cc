@@ -229,6 +229,17 @@ TEST(GrammarMatcherTest, JumpForwardReturnsTheForcedBytes) {
   GrammarMatcher jm(jg, v);
   EXPECT_EQ(jm.JumpForward(), "{\"name\":\"");
   EXPECT_EQ(jm.history_size(), 0);  // jump-forward does not consume
+  // As tokens: longest match first, each accepted in turn, the bytes exactly the forced text.
+  const TokenVocabulary words({"{", "{\"", "name", "na", "\":", "\"", ":", "x"}, {}, {});
+  GrammarMatcher wm(jg, words);
+  const std::vector<int32_t> ids = wm.JumpForwardTokens();
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 4, 5}));  // {" name ": "
+  std::string bytes;
+  for (int32_t id : ids) {
+    bytes += words.token(id);
+    EXPECT_TRUE(wm.AcceptToken(id)) << id;
+  }
+  EXPECT_EQ(bytes, "{\"name\":\"");
 }
 
 TEST(GrammarMatcherTest, LeftAndRightRecursionAndNullableCycles) {
