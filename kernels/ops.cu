@@ -31,15 +31,42 @@ __device__ float BlockMax(float v, float* scratch) {
 
 __device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// The CPU backend's Dot: eight partial sums over i % 8, combined pairwise, then the tail; every
+// product and sum rounded on its own (the CPU build has no FMA contraction).
+__device__ float CpuOrderDot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(a[i + k], b[i + k]));
+  }
+  float s = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])),
+                      __fadd_rn(__fadd_rn(acc[4], acc[5]), __fadd_rn(acc[6], acc[7])));
+  for (; i < n; ++i) s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
+  return s;
+}
+
+__global__ void DotRowsKernel(const float* w, const float* x, int64_t rows, int64_t n_out,
+                              int64_t in, float* y) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * n_out) return;
+  const int64_t r = idx / n_out, o = idx % n_out;
+  y[idx] = CpuOrderDot(x + r * in, w + o * in, in);
+}
+
 __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
                               float* y) {
-  __shared__ float scratch[32];
+  __shared__ float inv_shared;
   const float* xr = x + blockIdx.x * dim;
-  float ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
-  const float inv = 1.0f / sqrtf(BlockSum(ss, scratch) / static_cast<float>(dim) + eps);
+  if (threadIdx.x == 0) {
+    inv_shared = __fdiv_rn(
+        1.0f,
+        __fsqrt_rn(__fadd_rn(__fdiv_rn(CpuOrderDot(xr, xr, dim), static_cast<float>(dim)), eps)));
+  }
+  __syncthreads();
+  const float inv = inv_shared;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    y[blockIdx.x * dim + i] = xr[i] * inv * (weight ? weight[i] : 1.0f);
+    y[blockIdx.x * dim + i] = __fmul_rn(__fmul_rn(xr[i], inv), weight ? weight[i] : 1.0f);
   }
 }
 
@@ -186,11 +213,9 @@ __global__ void IndexerScoresKernel(const float* q, const float* w, int heads, i
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n_keys) return;
   const float* k = keys + j * head_dim;
-  float s = 0;
+  float s = 0;  // in the CPU backend's order, bit for bit
   for (int h = 0; h < heads; ++h) {
-    float d = 0;
-    for (int c = 0; c < head_dim; ++c) d += q[h * head_dim + c] * k[c];
-    s += w[h] * fmaxf(d, 0.0f);
+    s = __fadd_rn(s, __fmul_rn(w[h], fmaxf(CpuOrderDot(q + h * head_dim, k, head_dim), 0.0f)));
   }
   out[j] = s;
 }
@@ -198,6 +223,14 @@ __global__ void IndexerScoresKernel(const float* q, const float* w, int heads, i
 unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 }  // namespace
+
+int DotRowsCpuOrder(const float* w, const float* x, int64_t rows, int64_t n_out, int64_t in,
+                    float* y, void* stream) {
+  if (rows * n_out == 0) return 0;
+  DotRowsKernel<<<Blocks(rows * n_out), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      w, x, rows, n_out, in, y);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
             void* stream) {

@@ -7,7 +7,14 @@
 
 namespace deepinfer::kernels {
 
-/// y = x / sqrt(mean(x^2) + eps) * weight per row; weight may be null.
+/// y[r, o] = x[r] . w[o] for fp32 rows, summed exactly as the CPU backend sums (eight running
+/// partial sums, then pairwise, no fused multiply-add), so results are bit-identical to it: the
+/// reference numerics round activations through FP8 after these, where any difference in the last
+/// bit can move a value one FP8 step. One thread per output; slow, for stage 1.
+int DotRowsCpuOrder(const float* w, const float* x, int64_t rows, int64_t n_out, int64_t in,
+                    float* y, void* stream);
+/// y = x / sqrt(mean(x^2) + eps) * weight per row; weight may be null. The sum of squares is
+/// taken in the CPU backend's order (see DotRowsCpuOrder), so y is bit-identical to it.
 int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
             void* stream);
 /// Rotates the trailing rope_dim channels of every head; inv_freq has rope_dim / 2 entries.

@@ -1,6 +1,5 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -50,17 +49,12 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
   ~CudaBackend() override {
-    if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status Init() {
     if (cudaSetDevice(device_) != cudaSuccess) return Unimplemented("CUDA device unavailable");
     if (cudaStreamCreate(&stream_) != cudaSuccess) return Internal("cudaStreamCreate failed");
-    if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) return Internal("cublasCreate failed");
-    cublasSetStream(blas_, stream_);
-    // Plain fp32 GEMMs: tensor-core TF32 would not agree with the CPU reference.
-    cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);
     return Status::Ok();
   }
 
@@ -89,23 +83,22 @@ class CudaBackend final : public Backend {
     DeviceWeight& dw = Weight(w);
     const bool gemv = w.format == WeightFormat::kFp8Block && w.scale_dtype == DType::kF8E8M0 &&
                       w.block_out == 128 && w.block_in == 128 && rows <= 8 && out_begin % 128 == 0;
-    if (gemv && Fp8(w, dw)) {
-      const int64_t scale_cols = (in + 127) / 128;
-      Check(static_cast<cudaError_t>(kernels::Fp8BlockGemv(
-          static_cast<const uint8_t*>(dw.fp8.ptr) + out_begin * in,
-          static_cast<const uint8_t*>(dw.scale.ptr) + (out_begin / 128) * scale_cols, n_out, in, dx,
-          static_cast<int>(rows), dy, stream_)));
-    } else if (Fp32(w, dw)) {
-      // Row-major Y[rows, n_out] = X[rows, in] W[out_begin:, :]^T, as column-major
-      // Y^T = W_slice^T(op T on the column-major view) X^T.
-      const float alpha = 1.0f, beta = 0.0f;
-      const float* wslice = static_cast<const float*>(dw.fp32.ptr) + out_begin * in;
-      if (cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_out),
-                      static_cast<int>(rows), static_cast<int>(in), &alpha, wslice,
-                      static_cast<int>(in), dx, static_cast<int>(in), &beta, dy,
-                      static_cast<int>(n_out)) != CUBLAS_STATUS_SUCCESS) {
-        Fail("cublasSgemm failed for " + w.name);
+    if (gemv && !quantize_act) {
+      // The decode GEMV on the released FP8 bytes (exact numerics: fp32 sums in its own order).
+      if (Fp8(w, dw)) {
+        const int64_t scale_cols = (in + 127) / 128;
+        Check(static_cast<cudaError_t>(kernels::Fp8BlockGemv(
+            static_cast<const uint8_t*>(dw.fp8.ptr) + out_begin * in,
+            static_cast<const uint8_t*>(dw.scale.ptr) + (out_begin / 128) * scale_cols, n_out, in,
+            dx, static_cast<int>(rows), dy, stream_)));
       }
+    } else if (Fp32(w, dw)) {
+      // Everything else sums in the CPU's order, bit for bit: under the reference numerics FP8
+      // rounding follows, where a last-bit difference can move a value one FP8 step. Stage 1
+      // trades speed for that; tensor-core GEMMs come with stage 2.
+      Check(static_cast<cudaError_t>(
+          kernels::DotRowsCpuOrder(static_cast<const float*>(dw.fp32.ptr) + out_begin * in, dx,
+                                   rows, n_out, in, dy, stream_)));
     }
     Download(y, dy, rows * n_out);
   }
@@ -317,7 +310,6 @@ class CudaBackend final : public Backend {
 
   int device_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
   cudaError_t err_ = cudaSuccess;  // an allocation failure not yet reported
   std::string error_;              // the first fault since TakeError
   DeviceBuffer x_, y_, a_, b_, c_, pos_;

@@ -2,9 +2,9 @@
 // (kernels/), checked against the CPU backend op by op and on whole models (tests/gpu). The
 // Backend interface still passes host buffers, so each op stages its inputs to the device and
 // its outputs back, and weights are uploaded once, on first use: FP8 block-scaled weights keep
-// their released format for the decode GEMV (up to 8 rows); other shapes and formats multiply
-// through cuBLAS with an fp32 copy made on the device's first use. Stage 2 moves the forward's
-// buffers to the device (no staging, CUDA graphs) — see docs/gpu.md.
+// their released format for the decode GEMV (up to 8 rows, exact numerics); every other product
+// sums an fp32 copy in the CPU backend's order, bit for bit. Stage 2 moves the forward's buffers
+// to the device (no staging, CUDA graphs, tensor cores) — see docs/gpu.md.
 #pragma once
 
 #include <memory>
