@@ -11,12 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "client/client.h"
@@ -85,24 +87,9 @@ inline ipc::GenerateRequest Request(uint64_t id, std::vector<int32_t> prompt, in
   return r;
 }
 
-// Reads a request's events to its end; returns the tokens and the final event.
-inline std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
-  std::vector<int32_t> tokens;
-  for (;;) {
-    auto ev = c.NextEvent(30s);
-    EXPECT_TRUE(ev.ok() && ev->has_value());
-    if (!ev.ok() || !*ev) return {tokens, {}};
-    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken))
-      tokens.push_back((*ev)->token);
-    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
-        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
-      return {tokens, **ev};
-    }
-  }
-}
-
 struct Ended {
   std::vector<int32_t> tokens;
+  std::string text;     // of the token and text events
   ipc::TokenEvent end;  // the request's final event (done or error)
 };
 
@@ -114,15 +101,36 @@ inline std::map<uint64_t, Ended> DrainRequests(client::Client& c, int count) {
     EXPECT_TRUE(ev.ok() && ev->has_value());
     if (!ev.ok() || !*ev) break;
     const auto& e = **ev;
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken))
-      out[e.request_id].tokens.push_back(e.token);
+    Ended& r = out[e.request_id];
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) r.tokens.push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
+        e.kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
+      r.text.append(e.text, std::min<size_t>(e.text_len, sizeof(e.text)));
+    }
     if (e.kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
         e.kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
-      out[e.request_id].end = e;
+      r.end = e;
       --open;
     }
   }
   return out;
+}
+
+// The events of the next request to end (use with one request in flight).
+inline Ended DrainOne(client::Client& c) {
+  for (auto& [id, r] : DrainRequests(c, 1)) {
+    if (r.end.kind == static_cast<uint16_t>(ipc::EventKind::kDone) ||
+        r.end.kind == static_cast<uint16_t>(ipc::EventKind::kError)) {
+      return r;
+    }
+  }
+  return Ended{};
+}
+
+// The tokens and the final event of one request.
+inline std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c) {
+  Ended e = DrainOne(c);
+  return {e.tokens, e.end};
 }
 
 inline bool EndedDone(const Ended& r) {

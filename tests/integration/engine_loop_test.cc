@@ -65,17 +65,8 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
     r.response_format_json = format;
     auto accepted = (*c)->Generate(r);
     EXPECT_TRUE(accepted.ok()) << accepted.status().ToString();
-    std::string text;
-    for (;;) {
-      auto ev = (*c)->NextEvent(30s);
-      if (!ev.ok() || !*ev) return std::make_pair(text, uint16_t{0});
-      if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
-          (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
-        text.append((*ev)->text, (*ev)->text_len);
-      } else {
-        return std::make_pair(text, (*ev)->finish_reason);
-      }
-    }
+    const Ended e = DrainOne(**c);
+    return std::make_pair(e.text, e.end.finish_reason);
   };
   for (uint64_t id = 1; id <= 3; ++id) {
     auto [text, reason] = run(id, R"({"type": "regex", "regex": "[a-z]{3}-[0-9]{2}"})", 1.0);
@@ -112,17 +103,7 @@ TEST_F(DaemonTest, GrammarCacheOverflowKeepsRequestsConstrained) {
     r.response_format_json =
         R"({"type": "regex", "regex": "[0-9]{4}(){)" + std::to_string(i) + R"(}"})";
     ASSERT_TRUE((*c)->Generate(r).ok()) << i;
-    std::string text;
-    for (;;) {
-      auto ev = (*c)->NextEvent(30s);
-      ASSERT_TRUE(ev.ok() && *ev);
-      if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
-          (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
-        text.append((*ev)->text, (*ev)->text_len);
-        continue;
-      }
-      break;
-    }
+    const std::string text = DrainOne(**c).text;
     ASSERT_EQ(text.size(), 4u) << "request " << i << ": " << text;
     for (char ch : text) ASSERT_TRUE(ch >= '0' && ch <= '9') << "request " << i << ": " << text;
   }
@@ -154,18 +135,9 @@ TEST_F(DaemonTest, JumpForwardInsertsForcedTextWithoutModelSteps) {
   r.response_format_json =
       R"({"type": "regex", "regex": "The answer to the question is (yes|no)\\. Thank you\\."})";
   ASSERT_TRUE((*c)->Generate(r).ok());
-  std::string text;
-  for (;;) {
-    auto ev = (*c)->NextEvent(30s);
-    ASSERT_TRUE(ev.ok() && *ev);
-    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
-        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
-      text.append((*ev)->text, (*ev)->text_len);
-      continue;
-    }
-    EXPECT_EQ((*ev)->finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
-    break;
-  }
+  const Ended answer = DrainOne(**c);
+  EXPECT_EQ(answer.end.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
+  const std::string& text = answer.text;
   EXPECT_TRUE(text == "The answer to the question is yes. Thank you." ||
               text == "The answer to the question is no. Thank you.")
       << text;
@@ -179,19 +151,9 @@ TEST_F(DaemonTest, JumpForwardInsertsForcedTextWithoutModelSteps) {
   fixed.response_format_json =
       R"({"type": "json_schema", "json_schema": {"schema": {"const": "all systems nominal"}}})";
   ASSERT_TRUE((*c)->Generate(fixed).ok());
-  std::string whole;
-  for (;;) {
-    auto ev = (*c)->NextEvent(30s);
-    ASSERT_TRUE(ev.ok() && *ev);
-    if ((*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
-        (*ev)->kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
-      whole.append((*ev)->text, (*ev)->text_len);
-      continue;
-    }
-    EXPECT_EQ((*ev)->finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
-    break;
-  }
-  EXPECT_EQ(whole, R"("all systems nominal")");
+  const Ended whole = DrainOne(**c);
+  EXPECT_EQ(whole.end.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
+  EXPECT_EQ(whole.text, R"("all systems nominal")");
 }
 
 // A step budget of one token makes every prefill chunk one token long; the chunk that ends on
