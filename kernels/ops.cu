@@ -1,22 +1,12 @@
 #include <cuda_runtime.h>
 
+#include "kernels/exact_math.h"
 #include "kernels/ops.h"
 
 namespace deepinfer::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float BlockSum(float v, float* scratch) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();  // scratch may still be read from a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float s = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += scratch[w];
-  return s;
-}
 
 __device__ float BlockMax(float v, float* scratch) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -29,20 +19,20 @@ __device__ float BlockMax(float v, float* scratch) {
   return m;
 }
 
-__device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// Lane `lane` of OrderedDot(a, b, n) with b[i] given by a functor (the mHC dots multiply the
+// normalised input on the fly, as the CPU rounds it before its dot).
+template <class B>
+__device__ float OrderedLane(const float* a, B b, int64_t n, int lane) {
+  float acc = 0;
+  for (int64_t i = lane; i < n / 8 * 8; i += 8) acc += a[i] * b(i);
+  return acc;
+}
 
-// The CPU backend's Dot: eight partial sums over i % 8, combined pairwise, then the tail; every
-// product and sum rounded on its own (the CPU build has no FMA contraction).
-__device__ float CpuOrderDot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) acc[k] = __fadd_rn(acc[k], __fmul_rn(a[i + k], b[i + k]));
-  }
-  float s = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])),
-                      __fadd_rn(__fadd_rn(acc[4], acc[5]), __fadd_rn(acc[6], acc[7])));
-  for (; i < n; ++i) s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
+// OrderedDot's combination of eight lanes (lanes[0..7]) and its tail.
+template <class B>
+__device__ float OrderedFinish(const float* lanes, const float* a, B b, int64_t n) {
+  float s = CombineLanes(lanes);
+  for (int64_t i = n / 8 * 8; i < n; ++i) s += a[i] * b(i);
   return s;
 }
 
@@ -51,7 +41,7 @@ __global__ void DotRowsKernel(const float* w, const float* x, int64_t rows, int6
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * n_out) return;
   const int64_t r = idx / n_out, o = idx % n_out;
-  y[idx] = CpuOrderDot(x + r * in, w + o * in, in);
+  y[idx] = OrderedDot(x + r * in, w + o * in, in);
 }
 
 __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
@@ -61,7 +51,7 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
   if (threadIdx.x == 0) {
     inv_shared = __fdiv_rn(
         1.0f,
-        __fsqrt_rn(__fadd_rn(__fdiv_rn(CpuOrderDot(xr, xr, dim), static_cast<float>(dim)), eps)));
+        __fsqrt_rn(__fadd_rn(__fdiv_rn(OrderedDot(xr, xr, dim), static_cast<float>(dim)), eps)));
   }
   __syncthreads();
   const float inv = inv_shared;
@@ -96,37 +86,45 @@ __global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, floa
     g = fminf(g, limit);
     u = fminf(fmaxf(u, -limit), limit);
   }
-  out[i] = g / (1.0f + expf(-g)) * u;
+  out[i] = g / (1.0f + ExpF(-g)) * u;
 }
 
-// One block per row: the normalised streams' dot products with the mixing weights, then (thread
-// 0) the pre/post weights and the Sinkhorn-normalised combination, then the collapsed input.
+// One block per row, in the CPU backend's order throughout: the sum of squares and each mixing dot
+// run OrderedDot's eight lanes on eight threads and thread 0 finishes them; thread 0 then forms the
+// pre/post weights and the Sinkhorn-normalised combination in the CPU's sequence.
 template <bool Head>
 __global__ void HyperKernel(HyperWeights w, const float* streams, int n, int64_t dim,
                             float norm_eps, float hc_eps, int iters, float* post, float* comb,
                             float* collapsed) {
-  __shared__ float scratch[32];
+  __shared__ float lanes[64 * 8];
   __shared__ float m[64];
   __shared__ float pre[8];
+  __shared__ float inv_shared;
   const int64_t flat = n * dim;
   const float* X = streams + blockIdx.x * flat;
-  float ss = 0;
-  for (int64_t i = threadIdx.x; i < flat; i += blockDim.x) ss += X[i] * X[i];
-  const float inv = 1.0f / sqrtf(BlockSum(ss, scratch) / static_cast<float>(flat) + norm_eps);
+  const auto x = [X](int64_t i) { return X[i]; };
+  if (threadIdx.x < 8) lanes[threadIdx.x] = OrderedLane(X, x, flat, threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const float ss = OrderedFinish(lanes, X, x, flat);
+    inv_shared = 1.0f / sqrtf(ss / static_cast<float>(flat) + norm_eps);
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+  const auto normed = [X, inv](int64_t i) { return X[i] * inv; };
   const int mix = Head ? n : (2 + n) * n;
-  for (int k = 0; k < mix; ++k) {
-    float part = 0;
-    for (int64_t i = threadIdx.x; i < flat; i += blockDim.x) part += w.fn[k * flat + i] * X[i];
-    const float s = BlockSum(part, scratch) * inv;
-    if (threadIdx.x == 0) m[k] = s;
+  for (int t = threadIdx.x; t < mix * 8; t += blockDim.x) {
+    lanes[t] = OrderedLane(w.fn + (t / 8) * flat, normed, flat, t % 8);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int k = 0; k < n; ++k) pre[k] = Sigmoid(m[k] * w.scale[0] + w.base[k]) + hc_eps;
+    for (int k = 0; k < mix; ++k)
+      m[k] = OrderedFinish(lanes + 8 * k, w.fn + k * flat, normed, flat);
+    for (int k = 0; k < n; ++k) pre[k] = SigmoidF(m[k] * w.scale[0] + w.base[k]) + hc_eps;
     if (!Head) {
       float* po = post + blockIdx.x * n;
       float* C = comb + blockIdx.x * n * n;
-      for (int k = 0; k < n; ++k) po[k] = 2.0f * Sigmoid(m[n + k] * w.scale[1] + w.base[n + k]);
+      for (int k = 0; k < n; ++k) po[k] = 2.0f * SigmoidF(m[n + k] * w.scale[1] + w.base[n + k]);
       for (int i = 0; i < n; ++i) {
         float mx = -INFINITY;
         for (int j = 0; j < n; ++j) {
@@ -134,7 +132,7 @@ __global__ void HyperKernel(HyperWeights w, const float* streams, int n, int64_t
           mx = fmaxf(mx, C[i * n + j]);
         }
         float s = 0;
-        for (int j = 0; j < n; ++j) s += (C[i * n + j] = expf(C[i * n + j] - mx));
+        for (int j = 0; j < n; ++j) s += (C[i * n + j] = ExpF(C[i * n + j] - mx));
         for (int j = 0; j < n; ++j) C[i * n + j] = C[i * n + j] / s + hc_eps;
       }
       // As the CPU backend: a column normalisation, then iters - 1 row + column rounds.
@@ -177,12 +175,15 @@ __global__ void HyperPostKernel(const float* streams, const float* y, const floa
   out[idx] = s;
 }
 
-// One block per (query, head); scores live in dynamic shared memory.
+// One block per (query, head); scores live in dynamic shared memory. The CPU's order: each score
+// an OrderedDot, the denominator summed by one thread from the sink on, each output channel summed
+// over the rows in turn.
 __global__ void SparseAttentionKernel(const float* q, const float* rows, const int64_t* offsets,
                                       int heads, int head_dim, const float* sinks, float scale,
                                       float* o) {
   extern __shared__ float p[];
   __shared__ float scratch[32];
+  __shared__ float denom_shared;
   const int64_t t = blockIdx.x / heads;
   const int h = static_cast<int>(blockIdx.x % heads);
   const float* qh = q + static_cast<int64_t>(blockIdx.x) * head_dim;
@@ -190,16 +191,19 @@ __global__ void SparseAttentionKernel(const float* q, const float* rows, const i
   const int n = static_cast<int>(offsets[t + 1] - offsets[t]);
   float mx = sinks[h];
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
-    float d = 0;
-    for (int c = 0; c < head_dim; ++c) d += qh[c] * base[static_cast<int64_t>(e) * head_dim + c];
-    p[e] = d * scale;
+    p[e] = OrderedDot(qh, base + static_cast<int64_t>(e) * head_dim, head_dim) * scale;
     mx = fmaxf(mx, p[e]);
   }
-  mx = BlockMax(mx, scratch);
-  float part = 0;
-  for (int e = threadIdx.x; e < n; e += blockDim.x) part += (p[e] = expf(p[e] - mx));
-  const float denom = BlockSum(part, scratch) + expf(sinks[h] - mx);
+  mx = BlockMax(mx, scratch);  // a maximum is the same in any order
+  for (int e = threadIdx.x; e < n; e += blockDim.x) p[e] = ExpF(p[e] - mx);
   __syncthreads();
+  if (threadIdx.x == 0) {
+    float denom = ExpF(sinks[h] - mx);
+    for (int e = 0; e < n; ++e) denom += p[e];
+    denom_shared = denom;
+  }
+  __syncthreads();
+  const float denom = denom_shared;
   float* oh = o + static_cast<int64_t>(blockIdx.x) * head_dim;
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float acc = 0;
@@ -215,7 +219,7 @@ __global__ void IndexerScoresKernel(const float* q, const float* w, int heads, i
   const float* k = keys + j * head_dim;
   float s = 0;  // in the CPU backend's order, bit for bit
   for (int h = 0; h < heads; ++h) {
-    s = __fadd_rn(s, __fmul_rn(w[h], fmaxf(CpuOrderDot(q + h * head_dim, k, head_dim), 0.0f)));
+    s = __fadd_rn(s, __fmul_rn(w[h], fmaxf(OrderedDot(q + h * head_dim, k, head_dim), 0.0f)));
   }
   out[j] = s;
 }

@@ -8,6 +8,7 @@
 #include "engine/model/model.h"
 #include "engine/model/quant.h"
 #include "engine/model/routing.h"
+#include "kernels/exact_math.h"
 
 namespace deepinfer {
 
@@ -54,7 +55,7 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
         mx = std::max(mx, weights[s]);
       }
       float denom = 0, acc = 0;
-      for (int s = 0; s < slots; ++s) denom += (weights[s] = std::exp(weights[s] - mx));
+      for (int s = 0; s < slots; ++s) denom += (weights[s] = ExpF(weights[s] - mx));
       for (int s = 0; s < slots; ++s) {
         const int col = (w.overlap && s >= m) ? width + c : c;
         acc += weights[s] / denom * st.kv[static_cast<size_t>(s) * proj + col];

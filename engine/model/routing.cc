@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/exact_math.h"
+
 namespace deepinfer {
 
 void TopKIndices(const float* scores, int64_t n, int64_t k, int32_t* out,
@@ -22,11 +24,11 @@ float RouterScore(ScoringFunc f, float logit) {
   switch (f) {
     case ScoringFunc::kSqrtSoftplus: {
       // softplus with PyTorch's linear region above 20.
-      const float sp = logit > 20.0f ? logit : std::log1p(std::exp(logit));
+      const float sp = logit > 20.0f ? logit : std::log1p(ExpF(logit));
       return std::sqrt(sp);
     }
     case ScoringFunc::kSigmoid:
-      return 1.0f / (1.0f + std::exp(-logit));
+      return 1.0f / (1.0f + ExpF(-logit));
     case ScoringFunc::kSoftmax:
       return logit;
   }
@@ -44,7 +46,7 @@ void RouteToken(const ModelConfig& cfg, const float* logits, const float* bias,
   if (cfg.scoring_func == ScoringFunc::kSoftmax) {
     const float mx = *std::max_element(scores, scores + E);
     float s = 0;
-    for (int e = 0; e < E; ++e) s += (scores[e] = std::exp(scores[e] - mx));
+    for (int e = 0; e < E; ++e) s += (scores[e] = ExpF(scores[e] - mx));
     for (int e = 0; e < E; ++e) scores[e] /= s;
   }
   if (hash_experts != nullptr) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend.h"
@@ -59,7 +61,7 @@ TEST_F(CudaBackendTest, ElementwiseNormAndRopeOps) {
       auto want = Poisoned(rows * dim), got = Poisoned(rows * dim);
       cpu_->SwiGlu(gate.data(), up.data(), rows * dim, limit, want.data());
       gpu_->SwiGlu(gate.data(), up.data(), rows * dim, limit, got.data());
-      ExpectClose(got, want, 1e-5f, "SwiGlu");
+      ExpectClose(got, want, 0.0f, "SwiGlu");  // exp in double on both sides
     }
   }
   const RopeTable rope = MakePlainRope(16, 10000.0);
@@ -71,7 +73,7 @@ TEST_F(CudaBackendTest, ElementwiseNormAndRopeOps) {
                inverse);
     gpu_->Rope(got.data(), static_cast<int64_t>(pos.size()), heads, head_dim, rope, pos.data(),
                inverse);
-    ExpectClose(got, want, 1e-5f, "Rope");
+    ExpectClose(got, want, 0.0f, "Rope");
   }
   EXPECT_TRUE(gpu_->TakeError().ok());
 }
@@ -93,23 +95,24 @@ TEST_F(CudaBackendTest, HyperConnectionOps) {
                    col_c.data());
     gpu_->HyperPre(w, streams.data(), rows, n, dim, 1e-6f, 1e-6f, 20, post_g.data(), comb_g.data(),
                    col_g.data());
-    ExpectClose(post_g, post_c, 1e-4f, "HyperPre post");
-    ExpectClose(comb_g, comb_c, 1e-4f, "HyperPre comb");
-    ExpectClose(col_g, col_c, 1e-4f, "HyperPre collapsed");
+    // Every sum in the CPU's order (kernels/exact_math.h): bit-identical.
+    ExpectClose(post_g, post_c, 0.0f, "HyperPre post");
+    ExpectClose(comb_g, comb_c, 0.0f, "HyperPre comb");
+    ExpectClose(col_g, col_c, 0.0f, "HyperPre collapsed");
     const auto y = Random(rows * dim);
     auto want = Poisoned(rows * flat), got = Poisoned(rows * flat);
     cpu_->HyperPost(streams.data(), y.data(), post_c.data(), comb_c.data(), rows, n, dim,
                     want.data());
     gpu_->HyperPost(streams.data(), y.data(), post_c.data(), comb_c.data(), rows, n, dim,
                     got.data());
-    ExpectClose(got, want, 1e-5f, "HyperPost");
+    ExpectClose(got, want, 0.0f, "HyperPost");
     head_weights.push_back(std::make_unique<HyperHeadWeights>(
         HyperHeadWeights{Random(n * flat, 0.1f), Random(n), Random(1)}));
     const HyperHeadWeights& h = *head_weights.back();
     auto head_c = Poisoned(rows * dim), head_g = Poisoned(rows * dim);
     cpu_->HyperHead(h, streams.data(), rows, n, dim, 1e-6f, 1e-6f, head_c.data());
     gpu_->HyperHead(h, streams.data(), rows, n, dim, 1e-6f, 1e-6f, head_g.data());
-    ExpectClose(head_g, head_c, 1e-4f, "HyperHead");
+    ExpectClose(head_g, head_c, 0.0f, "HyperHead");
   }
   EXPECT_TRUE(gpu_->TakeError().ok());
 }
@@ -130,12 +133,12 @@ TEST_F(CudaBackendTest, AttentionAndIndexerOps) {
                         want.data());
   gpu_->SparseAttention(q.data(), queries.data(), 4, heads, head_dim, sinks.data(), 0.125f,
                         got.data());
-  ExpectClose(got, want, 1e-5f, "SparseAttention");
+  ExpectClose(got, want, 0.0f, "SparseAttention");
   const auto iq = Random(heads * head_dim), iw = Random(heads);
   auto iwant = Poisoned(700), igot = Poisoned(700);
   cpu_->IndexerScores(iq.data(), iw.data(), heads, head_dim, pool.data(), 700, iwant.data());
   gpu_->IndexerScores(iq.data(), iw.data(), heads, head_dim, pool.data(), 700, igot.data());
-  ExpectClose(igot, iwant, 1e-4f, "IndexerScores");
+  ExpectClose(igot, iwant, 0.0f, "IndexerScores");
   EXPECT_TRUE(gpu_->TakeError().ok());
 }
 
@@ -160,7 +163,7 @@ TEST_F(CudaBackendTest, LinearAndEmbedInEveryPath) {
   f32.in = in;
   f32.data = reinterpret_cast<const uint8_t*>(wf.data());
   // 1 and 3 rows at a 128-aligned offset take the FP8 GEMV; 20 rows, an unaligned offset and
-  // fp32 weights take cuBLAS. Reference numerics also quantise the activations.
+  // fp32 weights take the CPU-order product. Reference numerics also quantise the activations.
   for (const LinearWeight* w : {&fp8, &f32}) {
     for (auto [rows, begin, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 172},
                                   {3, 0, 300},
@@ -189,11 +192,17 @@ TEST_F(CudaBackendTest, LinearAndEmbedInEveryPath) {
 
 // Whole tiny models: prefill of 200 tokens, then 6 decode steps, on both backends.
 TEST_F(CudaBackendTest, WholeModelsAgreeWithTheCpu) {
-  for (const char* quantize : {"fp8-fp4", "none"}) {
+  // The default tiny model, and a wider one whose reference numerics drifted furthest (0.57
+  // relative error) while attention, mHC and exp still differed from the CPU in the last bit.
+  for (auto [quantize, hidden, seed] : {std::tuple<const char*, int, uint64_t>{"fp8-fp4", 192, 11},
+                                        {"fp8-fp4", 256, 12},
+                                        {"none", 192, 1}}) {
     for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
       testing::TempDir dir;
       TinySpec spec;
       spec.quantize = quantize;
+      spec.hidden = hidden;
+      spec.seed = seed;
       ASSERT_TRUE(MakeTinyCheckpoint(spec, dir.path()).ok());
       auto ck = LoadCheckpoint(dir.path());
       ASSERT_TRUE(ck.ok());
@@ -229,14 +238,18 @@ TEST_F(CudaBackendTest, WholeModelsAgreeWithTheCpu) {
         worst = std::max(worst, diff / scale);
         agree += std::max_element(a, a + 512) - a == std::max_element(b, b + 512) - b;
       }
-      // Exact numerics differ only by fp32 summation order. The reference numerics round
-      // activations and cache rows through FP8, where a summation-order difference sometimes
-      // moves a value one FP8 step (6 %) and a random model amplifies it: the bound
-      // (1e-2, 99 %) is not met there yet (docs/gpu.md); what holds is checked.
-      const bool exact = numerics == Numerics::kExact;
+      // The bound: per-position relative error below 1e-2, argmax agreement above 99 %.
+      // Exact numerics differ only in the decode GEMV's summation order (~1e-6); the reference
+      // numerics, where FP8 rounding would amplify any last-bit difference, sum everything in
+      // the CPU's order and come out identical.
       const int positions = static_cast<int>(lc.size() / 512);
-      EXPECT_LT(worst, exact ? 1e-3 : 0.5) << quantize << " exact " << exact;
-      EXPECT_GE(agree, exact ? positions : positions * 95 / 100) << quantize << " exact " << exact;
+      const std::string what = std::string(quantize) + " hidden " + std::to_string(hidden) +
+                               (numerics == Numerics::kExact ? " exact" : " reference");
+      EXPECT_LT(worst, 1e-2) << what;
+      EXPECT_GT(agree, positions * 99 / 100) << what;
+      if (numerics == Numerics::kReference) {
+        EXPECT_EQ(worst, 0.0) << what;
+      }
       EXPECT_TRUE((*gpu)->TakeError().ok());
     }
   }

@@ -6,23 +6,14 @@
 #include "engine/backend/backend.h"
 #include "engine/common/thread_pool.h"
 #include "engine/model/quant.h"
+#include "kernels/exact_math.h"
 
 namespace deepinfer {
 namespace {
 
-// Eight independent partial sums keep the loop vectorisable without reassociation flags.
-float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// The sums and exponentials are kernels/exact_math.h's, which the CUDA kernels share bit for bit.
+float Dot(const float* a, const float* b, int64_t n) { return OrderedDot(a, b, n); }
+float Sigmoid(float x) { return SigmoidF(x); }
 
 class CpuBackend final : public Backend {
  public:
@@ -101,7 +92,7 @@ class CpuBackend final : public Backend {
           mx = std::max(mx, row[j]);
         }
         float s = 0;
-        for (int j = 0; j < n; ++j) s += (row[j] = std::exp(row[j] - mx));
+        for (int j = 0; j < n; ++j) s += (row[j] = ExpF(row[j] - mx));
         for (int j = 0; j < n; ++j) row[j] = row[j] / s + hc_eps;
       }
       NormalizeColumns(C, n, hc_eps);
@@ -172,8 +163,8 @@ class CpuBackend final : public Backend {
           p[e] = Dot(qh, qu.rows[e], head_dim) * scale;
           mx = std::max(mx, p[e]);
         }
-        float denom = std::exp(sinks[h] - mx);
-        for (int e = 0; e < qu.n_rows; ++e) denom += (p[e] = std::exp(p[e] - mx));
+        float denom = ExpF(sinks[h] - mx);
+        for (int e = 0; e < qu.n_rows; ++e) denom += (p[e] = ExpF(p[e] - mx));
         float* oh = o + idx * head_dim;
         std::fill(oh, oh + head_dim, 0.0f);
         for (int e = 0; e < qu.n_rows; ++e) {
@@ -203,7 +194,7 @@ class CpuBackend final : public Backend {
         g = std::min(g, limit);
         u = std::clamp(u, -limit, limit);
       }
-      out[i] = g / (1.0f + std::exp(-g)) * u;
+      out[i] = g / (1.0f + ExpF(-g)) * u;
     }
   }
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The CUDA backend against the CPU backend on whole tiny checkpoints: `deepinfer-model logits`
+# with --device cuda and --device cpu, both numerics, prefill in one chunk and decode from position
+# 150; prints the per-position relative error (max, p99) and argmax agreement. Run on the GPU host
+# (docs/gpu.md): bench/gpu_agreement.sh [BIN_DIR]   (BIN_DIR defaults to the PATH).
+set -euo pipefail
+bin=${1:-}
+model() { "${bin:+$bin/}deepinfer-model" "$@"; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tokens=$(python3 -c 'print(",".join(str((37 * i + 5) % 512) for i in range(300)))')
+compare() {
+  python3 - "$1" "$2" <<'PY'
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])  # cuda, cpu
+err = np.abs(a - b).max(axis=1) / np.abs(b).max(axis=1)
+agree = (a.argmax(axis=1) == b.argmax(axis=1)).mean()
+print(f"max {err.max():.2e}  p99 {np.quantile(err, 0.99):.2e}  argmax {100 * agree:.1f} %")
+PY
+}
+for spec in "--seed 11" "--seed 12 --hidden 256" "--seed 13 --hidden 512 --heads 8"; do
+  dir="$work/ck"
+  rm -rf "$dir"
+  model make-tiny --out "$dir" --quantize fp8-fp4 $spec >/dev/null
+  for numerics in exact reference; do
+    for mode in prefill decode; do
+      extra=()
+      [[ $mode == decode ]] && extra=(--decode-from 150)
+      for dev in cpu cuda; do
+        model logits --model "$dir" --tokens "$tokens" --numerics "$numerics" --device "$dev" \
+          "${extra[@]}" --out "$work/$dev.npy" >/dev/null
+      done
+      printf '%-32s %-9s %-7s ' "$spec" "$numerics" "$mode"
+      compare "$work/cuda.npy" "$work/cpu.npy"
+    done
+  done
+done
