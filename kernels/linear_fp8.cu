@@ -10,6 +10,11 @@ namespace {
 constexpr int kMaxRows = 8;
 constexpr int kWarpsPerBlock = 8;
 
+// Element offsets from one group of a grouped product to the next (blockIdx.y is the group).
+struct GroupStrides {
+  int64_t w = 0, scale = 0, x = 0, y = 0;
+};
+
 __device__ __forceinline__ float E4M3(uint32_t b) {
   const int exp = (b >> 3) & 0xf, man = b & 0x7;
   if (exp == 0xf && man == 0x7) return __int_as_float(0x7fc00000);
@@ -27,7 +32,11 @@ __device__ __forceinline__ float E8M0(int e) {
 template <int Rows>
 __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                               int64_t out, int64_t in, const float* __restrict__ x,
-                              float* __restrict__ y) {
+                              float* __restrict__ y, GroupStrides g) {
+  w += blockIdx.y * g.w;
+  scale += blockIdx.y * g.scale;
+  x += blockIdx.y * g.x;
+  y += blockIdx.y * g.y;
   const int lane = threadIdx.x & 31;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (o >= out) return;
@@ -73,8 +82,12 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
 template <int Rows, int Outs>
 __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                   int64_t out, int64_t in, const float* __restrict__ x,
-                                  float* __restrict__ y) {
+                                  float* __restrict__ y, GroupStrides g) {
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
+  w += blockIdx.y * g.w;
+  scale += blockIdx.y * g.scale;
+  x += blockIdx.y * g.x;
+  y += blockIdx.y * g.y;
   const int lane = threadIdx.x & 31;
   const int64_t o0 =
       (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
@@ -149,64 +162,74 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
 
 template <int Rows, int Outs>
 void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
-                float* y, cudaStream_t stream) {
+                float* y, int groups, GroupStrides g, cudaStream_t stream) {
   const int64_t blocks = (out + kWarpsPerBlock * Outs - 1) / (kWarpsPerBlock * Outs);
   Fp8GemvWideKernel<Rows, Outs>
-      <<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in, x, y);
+      <<<dim3(static_cast<unsigned>(blocks), groups), 32 * kWarpsPerBlock, 0, stream>>>(
+          w, scale, out, in, x, y, g);
 }
 
 template <int Rows>
 int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
-           float* y, cudaStream_t stream) {
+           float* y, int groups, GroupStrides g, cudaStream_t stream) {
   const int64_t blocks = (out + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const bool wide = in % 512 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
+  const bool wide = in % 512 == 0 && g.x % 4 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
     // More weight rows per warp amortise the activation loads (measured on the H200: 1.5 -> 2.7
     // TB/s at one row), as long as enough warps remain to keep the SMs streaming: 2,048 warps
     // for one activation row, 1,024 with several (bench/RESULTS.md, "FP8 block-scaled GEMV").
-    const int64_t min_warps = Rows == 1 ? 2048 : 1024;
-    if (Rows > 1 && out / 8 >= min_warps) {
-      LaunchWide<Rows, 8>(w, scale, out, in, x, y, stream);
-    } else if (out / 4 >= min_warps) {
-      LaunchWide<Rows, 4>(w, scale, out, in, x, y, stream);
-    } else if (out / 2 >= min_warps) {
-      LaunchWide<Rows, 2>(w, scale, out, in, x, y, stream);
+    const int64_t min_warps = Rows == 1 ? 2048 : 1024, rows_all = out * groups;
+    if (Rows > 1 && rows_all / 8 >= min_warps) {
+      LaunchWide<Rows, 8>(w, scale, out, in, x, y, groups, g, stream);
+    } else if (rows_all / 4 >= min_warps) {
+      LaunchWide<Rows, 4>(w, scale, out, in, x, y, groups, g, stream);
+    } else if (rows_all / 2 >= min_warps) {
+      LaunchWide<Rows, 2>(w, scale, out, in, x, y, groups, g, stream);
     } else {
-      LaunchWide<Rows, 1>(w, scale, out, in, x, y, stream);
+      LaunchWide<Rows, 1>(w, scale, out, in, x, y, groups, g, stream);
     }
   } else {
-    Fp8GemvKernel<Rows><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
-        w, scale, out, in, x, y);
+    Fp8GemvKernel<Rows>
+        <<<dim3(static_cast<unsigned>(blocks), groups), 32 * kWarpsPerBlock, 0, stream>>>(
+            w, scale, out, in, x, y, g);
   }
   return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace
 
-int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
-                 int rows, float* y, void* stream) {
+int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int64_t out, int64_t in,
+                        const float* x, int64_t x_group_stride, int rows, float* y,
+                        int64_t y_group_stride, void* stream) {
+  if (groups < 1 || (groups > 1 && out % 128 != 0)) return static_cast<int>(cudaErrorInvalidValue);
   auto s = static_cast<cudaStream_t>(stream);
+  const GroupStrides g{out * in, (out / 128) * ((in + 127) / 128), x_group_stride, y_group_stride};
   switch (rows) {
     case 1:
-      return Launch<1>(w, scale, out, in, x, y, s);
+      return Launch<1>(w, scale, out, in, x, y, groups, g, s);
     case 2:
-      return Launch<2>(w, scale, out, in, x, y, s);
+      return Launch<2>(w, scale, out, in, x, y, groups, g, s);
     case 3:
-      return Launch<3>(w, scale, out, in, x, y, s);
+      return Launch<3>(w, scale, out, in, x, y, groups, g, s);
     case 4:
-      return Launch<4>(w, scale, out, in, x, y, s);
+      return Launch<4>(w, scale, out, in, x, y, groups, g, s);
     case 5:
-      return Launch<5>(w, scale, out, in, x, y, s);
+      return Launch<5>(w, scale, out, in, x, y, groups, g, s);
     case 6:
-      return Launch<6>(w, scale, out, in, x, y, s);
+      return Launch<6>(w, scale, out, in, x, y, groups, g, s);
     case 7:
-      return Launch<7>(w, scale, out, in, x, y, s);
+      return Launch<7>(w, scale, out, in, x, y, groups, g, s);
     case 8:
-      return Launch<kMaxRows>(w, scale, out, in, x, y, s);
+      return Launch<kMaxRows>(w, scale, out, in, x, y, groups, g, s);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }
+}
+
+int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
+                 int rows, float* y, void* stream) {
+  return Fp8BlockGemvGrouped(w, scale, 1, out, in, x, 0, rows, y, 0, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -11,5 +11,11 @@ namespace deepinfer::kernels {
 /// rows <= 8 (decode batches; larger batches belong to a tensor-core GEMM).
 int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                  int rows, float* y, void* stream);
+/// `groups` products in one launch (V4's grouped output projection): group g multiplies the rows
+/// at x + g * x_group_stride by weight rows [g * out, (g + 1) * out) of w into the rows at
+/// y + g * y_group_stride (row strides in and out within a group). out % 128 == 0 when groups > 1.
+int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int64_t out, int64_t in,
+                        const float* x, int64_t x_group_stride, int rows, float* y,
+                        int64_t y_group_stride, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -72,6 +73,63 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
     }
   }
   EXPECT_NE(kernels::Fp8BlockGemv(nullptr, nullptr, 4, 4, nullptr, 9, nullptr, nullptr), 0);
+}
+
+// The grouped form (wo_a): each group's rows against its own block of weight rows, inputs and
+// outputs at strides that leave gaps (poisoned, so a write outside a group's rows shows).
+TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto cpu = MakeCpuBackend(4);
+  for (auto [groups, out, in, rows] : {std::tuple<int, int64_t, int64_t, int>{8, 1024, 4096, 1},
+                                       {3, 256, 1536, 5},
+                                       {2, 128, 200, 8}}) {
+    std::vector<uint8_t> w(groups * out * in), s(groups * (out / 128) * ((in + 127) / 128));
+    for (auto& b : w) {
+      do b = static_cast<uint8_t>(rng());
+      while ((b & 0x7f) == 0x7f);
+    }
+    for (auto& b : s) b = static_cast<uint8_t>(118 + rng() % 12);
+    const int64_t x_stride = rows * in + 4, y_stride = rows * out + 8;
+    std::vector<float> x(groups * x_stride);
+    for (auto& v : x) v = u(rng);
+    uint8_t* dw = Upload(w);
+    uint8_t* ds = Upload(s);
+    float* dx = Upload(x);
+    float* dy = Upload(std::vector<float>(groups * y_stride, std::nanf("")));
+    ASSERT_EQ(kernels::Fp8BlockGemvGrouped(dw, ds, groups, out, in, dx, x_stride, rows, dy,
+                                           y_stride, nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> y(groups * y_stride);
+    cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost);
+    LinearWeight lw;
+    lw.format = WeightFormat::kFp8Block;
+    lw.out = groups * out;
+    lw.in = in;
+    lw.data = w.data();
+    lw.scale = s.data();
+    lw.block_out = lw.block_in = 128;
+    for (int g = 0; g < groups; ++g) {
+      std::vector<float> want(rows * out);
+      cpu->LinearRows(lw, g * out, out, &x[g * x_stride], rows, want.data(), false);
+      for (int64_t i = 0; i < rows * out; ++i) {
+        ASSERT_NEAR(y[g * y_stride + i], want[i],
+                    1e-4f * (1.0f + std::fabs(want[i])) * std::sqrt(static_cast<float>(in)))
+            << "group " << g << " at " << i;
+      }
+      for (int64_t i = rows * out; i < y_stride; ++i) ASSERT_TRUE(std::isnan(y[g * y_stride + i]));
+    }
+    cudaFree(dw);
+    cudaFree(ds);
+    cudaFree(dx);
+    cudaFree(dy);
+  }
+  // Groups must start on a scale block.
+  EXPECT_NE(kernels::Fp8BlockGemvGrouped(nullptr, nullptr, 2, 100, 128, nullptr, 0, 1, nullptr, 0,
+                                         nullptr),
+            0);
 }
 
 }  // namespace

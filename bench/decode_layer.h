@@ -1,0 +1,90 @@
+// One decode step of a V4-Flash-shaped layer (hidden 4096, 64 heads of 512, 256 experts top-6,
+// CSA with the indexer or HCA) as the sequence of our kernels, on random weights made on the
+// device, with what each kernel must read in the released formats (the HBM floor) and its FLOPs.
+// For bench_decode; the device-resident forward of stage 2 will run the same sequence.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm_fp8.h"
+
+namespace deepinfer::bench {
+
+constexpr int64_t kHidden = 4096, kHeads = 64, kHeadDim = 512, kRopeDim = 64, kQLora = 1024;
+constexpr int64_t kOGroups = 8, kOLora = 1024, kExperts = 256, kTopK = 6, kMoeInter = 2048;
+constexpr int64_t kIndexHeads = 64, kIndexDim = 128, kIndexTopK = 512, kWindow = 128;
+constexpr int64_t kHc = 4, kHcMix = (2 + kHc) * kHc;
+
+/// Bump allocation from one cudaMalloc; Reset() frees the per-configuration part.
+class DeviceArena {
+ public:
+  explicit DeviceArena(size_t bytes);
+  ~DeviceArena();
+  void* Alloc(size_t bytes);  // null when full
+  size_t used() const { return used_; }
+  void Rewind(size_t mark) { used_ = mark; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, used_ = 0;
+};
+
+struct Fp8Weight {
+  uint8_t* w = nullptr;
+  uint8_t* scale = nullptr;    // e8m0 [out / 128, in / 128]
+  float* scale_f32 = nullptr;  // the same as the tensor-core GEMM's fp32 layout
+  int64_t out = 0, in = 0;
+  double bytes() const { return static_cast<double>(out * in + (out / 128) * (in / 128)); }
+};
+
+struct Bf16Weight {
+  uint16_t* w = nullptr;
+  int64_t out = 0, in = 0;
+  double bytes() const { return 2.0 * out * in; }
+};
+
+/// The weights of one layer, in their released formats.
+struct LayerWeights {
+  bool csa = false;
+  Fp8Weight wq_a, wq_b, wkv, wo_a, wo_b, shared_w1, shared_w3, shared_w2, index_wq_b;
+  Bf16Weight compressor, index_compressor, index_weights, gate;  // wkv|wgate fused
+  float *hc_attn_fn, *hc_ffn_fn, *hc_base, *hc_scale, *norm, *sinks, *inv_freq;
+  // Expert e's w1/w3/w2 bytes and scales: device arrays of kExperts pointers each.
+  const uint8_t **w1, **s1, **w3, **s3, **w2, **s2;
+};
+
+/// Fills `layer` with random weights of the given kind from `arena`; false when it is full.
+bool MakeLayer(DeviceArena& arena, bool csa, uint32_t seed, LayerWeights* layer);
+
+/// One kernel of the step: how to launch it on a layer, and what it must read and compute.
+struct Op {
+  std::string name;
+  double floor_bytes = 0;  // weights and cache in the released / reference cache formats
+  double read_bytes = 0;   // what our kernel reads (fp32 cache rows in stage 1)
+  double flops = 0;
+  std::function<int(const LayerWeights&, int layer_index, cudaStream_t)> launch;
+};
+
+/// How the step computes: the production kernels (parallel reductions, the tensor-core FP8 GEMM
+/// above 8 rows when `gemm` is given) or stage 1's CPU-order kernels (bit-identical to the CPU).
+struct StepKernels {
+  bool cpu_order = false;
+  kernels::Fp8GemmContext* gemm = nullptr;
+};
+
+/// The decode step of `batch` sequences at `context` tokens for a layer of the given kind, with
+/// its activations and per-layer cache allocated from `arena` for `layers` layer copies.
+/// Returns an empty list when the arena is full.
+std::vector<Op> DecodeStepOps(DeviceArena& arena, bool csa, int batch, int64_t context, int layers,
+                              uint32_t seed, StepKernels kernels);
+
+/// Random fills on the device.
+void FillBytes(uint8_t* p, size_t n, uint32_t seed, uint8_t and_mask, uint8_t or_mask);
+void FillFloats(float* p, size_t n, uint32_t seed, float scale);
+
+}  // namespace deepinfer::bench

@@ -1,0 +1,281 @@
+// The kernels of one decode step of a layer, in order, with their floors (bench/decode_layer.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "bench/decode_layer.h"
+#include "kernels/expert_fp4.h"
+#include "kernels/gemm_fp8.h"
+#include "kernels/indexer.h"
+#include "kernels/linear_bf16.h"
+#include "kernels/linear_fp8.h"
+#include "kernels/mqa_decode.h"
+#include "kernels/norm_fast.h"
+#include "kernels/ops.h"
+
+namespace deepinfer::bench {
+namespace {
+
+template <class T>
+T* Take(DeviceArena& arena, size_t count) {
+  return static_cast<T*>(arena.Alloc(count * sizeof(T)));
+}
+
+int Fp8Rows(const Fp8Weight& w, int64_t out_begin, int64_t out, const float* x, int rows, float* y,
+            cudaStream_t s) {
+  for (int r = 0; r < rows; r += 8) {  // the GEMV takes up to 8 rows; larger batches await a GEMM
+    const int e =
+        kernels::Fp8BlockGemv(w.w + out_begin * w.in, w.scale + (out_begin / 128) * (w.in / 128),
+                              out, w.in, x + r * w.in, std::min(8, rows - r), y + r * out, s);
+    if (e) return e;
+  }
+  return 0;
+}
+
+int Bf16Rows(const Bf16Weight& w, const float* x, int rows, float* y, cudaStream_t s) {
+  for (int r = 0; r < rows; r += 8) {
+    const int e =
+        kernels::Bf16Gemv(w.w, w.out, w.in, x + r * w.in, std::min(8, rows - r), y + r * w.out, s);
+    if (e) return e;
+  }
+  return 0;
+}
+
+// Bytes one expert's three tensors occupy in MXFP4 with their scales.
+constexpr double kExpertBytes = 3.0 * (kMoeInter * kHidden / 2 + kMoeInter * kHidden / 32);
+// The reference cache row: 448 e4m3 + 64 bf16 RoPE values + 7 scales + 1 pad.
+constexpr double kCacheRowBytes = 584, kIndexKeyBytes = 132;
+
+}  // namespace
+
+std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, int layers,
+                              uint32_t seed, StepKernels k) {
+  const int64_t flat = kHc * kHidden, qdim = kHeads * kHeadDim;
+  const int64_t n_rows = kWindow + (csa ? std::min(kIndexTopK, context / 4) : context / 128);
+  const int64_t n_keys = csa ? context / 4 : 0;
+  // Activations, shared by the layer copies, with the GEMM's padded row count.
+  const int64_t Bp = kernels::Fp8GemmPaddedRows(B);
+  uint8_t* xq = Take<uint8_t>(a, Bp * kOGroups * kOLora);
+  float* xs = Take<float>(a, kernels::Fp8ActScaleCount(Bp, kOGroups * kOLora));
+  float* hc_scratch = Take<float>(a, Bp * (kHcMix + 1) * kernels::kHyperSlices);
+  const int max_splits = 64;
+  float* attn_scratch = Take<float>(a, kernels::MqaDecodeScratch(B, kHeads, kHeadDim, max_splits));
+  float *streams = Take<float>(a, Bp * flat), *streams2 = Take<float>(a, Bp * flat);
+  float *post = Take<float>(a, Bp * kHc), *comb = Take<float>(a, Bp * kHc * kHc);
+  float *x = Take<float>(a, Bp * kHidden), *xn = Take<float>(a, Bp * kHidden);
+  float *qlat = Take<float>(a, Bp * kQLora), *q = Take<float>(a, Bp * qdim);
+  float *kv = Take<float>(a, Bp * kHeadDim), *comp = Take<float>(a, Bp * 4 * kHeadDim);
+  float *iq = Take<float>(a, Bp * kIndexHeads * kIndexDim), *icomp = Take<float>(a, Bp * 512);
+  float *iw = Take<float>(a, Bp * kIndexHeads),
+        *scores = Take<float>(a, Bp * std::max<int64_t>(1, n_keys));
+  float *o = Take<float>(a, Bp * qdim), *z = Take<float>(a, Bp * kOGroups * kOLora);
+  float *h = Take<float>(a, Bp * kHidden), *logits = Take<float>(a, Bp * kExperts);
+  float *sg = Take<float>(a, Bp * kMoeInter), *su = Take<float>(a, Bp * kMoeInter);
+  float* sa = Take<float>(a, Bp * kMoeInter);
+  const int64_t pairs = B * kTopK;
+  float *pg = Take<float>(a, pairs * kMoeInter), *pu = Take<float>(a, pairs * kMoeInter);
+  float *pa = Take<float>(a, pairs * kMoeInter), *py = Take<float>(a, pairs * kHidden);
+  int64_t* positions = Take<int64_t>(a, B);
+  int64_t* offsets = Take<int64_t>(a, B + 1);
+  // Routing: six distinct experts per token at random (a balanced router's expectation), the
+  // tokens of each expert in groups of up to eight.
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> by_expert(kExperts);
+  for (int b = 0; b < B; ++b) {
+    std::set<int> chosen;
+    while (static_cast<int>(chosen.size()) < kTopK)
+      chosen.insert(static_cast<int>(rng() % kExperts));
+    for (int e : chosen) by_expert[e].push_back(b);
+  }
+  std::vector<kernels::ExpertGroup> up_groups, down_groups;
+  int distinct = 0, pair = 0;
+  for (int e = 0; e < kExperts; ++e) {
+    distinct += !by_expert[e].empty();
+    for (size_t i = 0; i < by_expert[e].size(); i += kernels::kExpertGroupRows) {
+      kernels::ExpertGroup g{}, d{};
+      g.expert = d.expert = e;
+      g.rows = d.rows = static_cast<int32_t>(
+          std::min<size_t>(kernels::kExpertGroupRows, by_expert[e].size() - i));
+      for (int r = 0; r < g.rows; ++r, ++pair) {
+        g.x_row[r] = by_expert[e][i + r];  // the token's normalised input
+        g.y_row[r] = d.x_row[r] = d.y_row[r] = pair;
+      }
+      up_groups.push_back(g);
+      down_groups.push_back(d);
+    }
+  }
+  auto* d_up = Take<kernels::ExpertGroup>(a, up_groups.size());
+  auto* d_down = Take<kernels::ExpertGroup>(a, down_groups.size());
+  // The cache each layer copy reads: gathered attention rows (fp32 in stage 1) and index keys.
+  std::vector<float*> rows(layers), keys(layers);
+  for (int l = 0; l < layers; ++l) {
+    rows[l] = Take<float>(a, B * n_rows * kHeadDim);
+    keys[l] = Take<float>(a, std::max<int64_t>(1, B * n_keys * kIndexDim));
+    if (!rows[l] || !keys[l]) return {};
+    FillFloats(rows[l], B * n_rows * kHeadDim, seed + l, 1.0f);
+    FillFloats(keys[l], B * n_keys * kIndexDim, seed + 7 * l, 1.0f);
+  }
+  if (!streams2 || !d_up || !d_down || !py || !offsets) return {};
+  FillFloats(streams, B * flat, seed + 1, 1.0f);
+  FillFloats(q, B * qdim, seed + 2, 1.0f);
+  std::vector<int64_t> hpos(B, context - 1), hoff(B + 1);
+  for (int b = 0; b <= B; ++b) hoff[b] = b * n_rows;
+  cudaMemcpy(positions, hpos.data(), B * sizeof(int64_t), cudaMemcpyHostToDevice);
+  cudaMemcpy(offsets, hoff.data(), (B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_up, up_groups.data(), up_groups.size() * sizeof(up_groups[0]),
+             cudaMemcpyHostToDevice);
+  cudaMemcpy(d_down, down_groups.data(), down_groups.size() * sizeof(down_groups[0]),
+             cudaMemcpyHostToDevice);
+
+  const int n_up = static_cast<int>(up_groups.size());
+  int max_rows = 1;
+  for (const auto& g : up_groups) max_rows = std::max(max_rows, static_cast<int>(g.rows));
+  const double hc_bytes = 4.0 * kHcMix * flat;
+  using L = const LayerWeights&;
+  // The GEMV takes 8 rows at a time, so larger batches read its weights once per 8 rows.
+  const double reread = k.cpu_order || !k.gemm ? (B + 7) / 8 : 1;
+  // The kernel choices of `k`, shared by the ops below.
+  const auto dense = [=](const Fp8Weight& w, int64_t out_begin, int64_t out, const float* in,
+                         float* y, cudaStream_t s) {
+    if (k.cpu_order || !k.gemm || B <= 8) return Fp8Rows(w, out_begin, out, in, B, y, s);
+    if (const int e = kernels::QuantizeActFp8(in, B, w.in, xq, xs, s)) return e;
+    return kernels::Fp8BlockGemm(*k.gemm, w.w + out_begin * w.in,
+                                 w.scale_f32 + (out_begin / 128) * kernels::Fp8WeightScaleLd(w.in),
+                                 out, w.in, xq, xs, B, y, s);
+  };
+  const auto norm = [=](const float* in, const float* weight, int64_t rows, int64_t dim, float* y,
+                        cudaStream_t s) {
+    return k.cpu_order ? kernels::RmsNorm(in, weight, rows, dim, 1e-6f, y, s)
+                       : kernels::RmsNormFast(in, weight, rows, dim, 1e-6f, y, s);
+  };
+  const auto hc_pre = [=](const float* fn, const float* base, const float* scale, const float* in,
+                          cudaStream_t s) {
+    const kernels::HyperWeights hw{fn, base, scale};
+    return k.cpu_order
+               ? kernels::HyperPre(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x, s)
+               : kernels::HyperPreFast(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x,
+                                       hc_scratch, s);
+  };
+  std::vector<Op> ops;
+  auto add = [&](std::string name, double floor, double read, double flops, auto fn) {
+    ops.push_back({std::move(name), floor, read, flops, fn});
+  };
+  add("mhc_pre_attn", hc_bytes, hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
+    return hc_pre(l.hc_attn_fn, l.hc_base, l.hc_scale, streams, s);
+  });
+  add("attn_norm", 0, 0, 0,
+      [=](L l, int, cudaStream_t s) { return norm(x, l.norm, B, kHidden, xn, s); });
+  const double wq_a = kQLora * kHidden * 1.0, wq_b = qdim * kQLora * 1.0;
+  add("wq_a", wq_a, wq_a, 2.0 * B * wq_a, [=](L l, int, cudaStream_t s) {
+    if (const int e = dense(l.wq_a, 0, l.wq_a.out, xn, qlat, s)) return e;
+    return norm(qlat, l.norm, B, kQLora, qlat, s);
+  });
+  add("wq_b", wq_b, wq_b * reread, 2.0 * B * wq_b, [=](L l, int, cudaStream_t s) {
+    if (const int e = dense(l.wq_b, 0, l.wq_b.out, qlat, q, s)) return e;
+    if (const int e = norm(q, nullptr, B * kHeads, kHeadDim, q, s)) return e;
+    return kernels::Rope(q, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, false, s);
+  });
+  const double wkv = kHeadDim * kHidden;
+  add("wkv", wkv, wkv, 2.0 * B * wkv, [=](L l, int, cudaStream_t s) {
+    if (const int e = dense(l.wkv, 0, l.wkv.out, xn, kv, s)) return e;
+    if (const int e = norm(kv, l.norm, B, kHeadDim, kv, s)) return e;
+    return kernels::Rope(kv, B, 1, kHeadDim, kRopeDim, l.inv_freq, positions, false, s);
+  });
+  const double cb = 2.0 * (csa ? 4 : 2) * kHeadDim * kHidden;
+  add("compressor", cb, cb * reread, cb * B,
+      [=](L l, int, cudaStream_t s) { return Bf16Rows(l.compressor, xn, B, comp, s); });
+  if (csa) {
+    const double ib = kIndexHeads * kIndexDim * kQLora + 2.0 * (512 + 64) * kHidden;
+    const double iflops = 2.0 * B * (kIndexHeads * kIndexDim * kQLora + (512 + 64) * kHidden);
+    add("indexer_proj", ib, ib * reread, iflops, [=](L l, int, cudaStream_t s) {
+      if (const int e = dense(l.index_wq_b, 0, l.index_wq_b.out, qlat, iq, s)) return e;
+      if (const int e = Bf16Rows(l.index_compressor, xn, B, icomp, s)) return e;
+      return Bf16Rows(l.index_weights, xn, B, iw, s);
+    });
+    add("indexer_scores", B * n_keys * kIndexKeyBytes, B * n_keys * 4.0 * kIndexDim,
+        2.0 * B * n_keys * kIndexHeads * kIndexDim, [=](L, int li, cudaStream_t s) {
+          if (!k.cpu_order) {
+            return kernels::IndexerScoresBatch(iq, iw, B, kIndexHeads, keys[li], n_keys * kIndexDim,
+                                               n_keys, scores, s);
+          }
+          for (int b = 0; b < B; ++b) {
+            const int e = kernels::IndexerScores(
+                iq + b * kIndexHeads * kIndexDim, iw + b * kIndexHeads, kIndexHeads, kIndexDim,
+                keys[li] + b * n_keys * kIndexDim, n_keys, scores + b * n_keys, s);
+            if (e) return e;
+          }
+          return 0;
+        });
+  }
+  add("attention", B * n_rows * kCacheRowBytes, B * n_rows * 4.0 * kHeadDim,
+      4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
+        const int e = k.cpu_order
+                          ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim,
+                                                     l.sinks, 0.044194f, o, s, n_rows)
+                          : kernels::MqaDecode(q, rows[li], offsets, B, kHeads, kHeadDim, l.sinks,
+                                               0.044194f, n_rows, max_splits, attn_scratch, o, s);
+        if (e) return e;
+        return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
+      });
+  const double wo_a = kOGroups * kOLora * (qdim / kOGroups) * 1.0;
+  add("wo_a", wo_a, wo_a * reread, 2.0 * B * wo_a, [=](L l, int, cudaStream_t s) {
+    // Group g's heads are o's columns [4096 g, 4096 g + 4096): read group-major here (a layout
+    // the attention kernel will write in stage 2).
+    if (B <= 8 || k.cpu_order || !k.gemm) {
+      for (int r = 0; r < B; r += 8) {
+        const int e = kernels::Fp8BlockGemvGrouped(
+            l.wo_a.w, l.wo_a.scale, kOGroups, kOLora, qdim / kOGroups, o + r * (qdim / kOGroups),
+            Bp * (qdim / kOGroups), std::min(8, B - r), z + r * kOLora, Bp * kOLora, s);
+        if (e) return e;
+      }
+      return 0;
+    }
+    for (int g = 0; g < kOGroups; ++g) {
+      const int e =
+          dense(l.wo_a, g * kOLora, kOLora, o + g * Bp * (qdim / kOGroups), z + g * Bp * kOLora, s);
+      if (e) return e;
+    }
+    return 0;
+  });
+  const double wo_b = kHidden * kOGroups * kOLora * 1.0;
+  add("wo_b", wo_b, wo_b * reread, 2.0 * B * wo_b,
+      [=](L l, int, cudaStream_t s) { return dense(l.wo_b, 0, l.wo_b.out, z, h, s); });
+  add("mhc_post_attn", 0, 0, 0, [=](L, int, cudaStream_t s) {
+    return kernels::HyperPost(streams, h, post, comb, B, kHc, kHidden, streams2, s);
+  });
+  add("mhc_pre_ffn", hc_bytes, hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
+    if (const int e = hc_pre(l.hc_ffn_fn, l.hc_base, l.hc_scale, streams2, s)) return e;
+    return norm(x, l.norm, B, kHidden, xn, s);
+  });
+  const double gb = 2.0 * kExperts * kHidden;
+  add("gate", gb, gb * reread, gb * B,
+      [=](L l, int, cudaStream_t s) { return Bf16Rows(l.gate, xn, B, logits, s); });
+  const double sb = 3.0 * kMoeInter * kHidden;
+  add("shared_expert", sb, sb * reread, 2.0 * B * sb, [=](L l, int, cudaStream_t s) {
+    if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;
+    if (const int e = dense(l.shared_w3, 0, l.shared_w3.out, xn, su, s)) return e;
+    if (const int e = kernels::SwiGlu(sg, su, B * kMoeInter, 10.0f, sa, s)) return e;
+    return dense(l.shared_w2, 0, l.shared_w2.out, sa, h, s);
+  });
+  const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
+  const int n_down = static_cast<int>(down_groups.size());
+  add("routed_experts", eb, eb, ef, [=](L l, int, cudaStream_t s) {
+    if (const int e =
+            kernels::Fp4ExpertGemv(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, max_rows, xn, pg, s))
+      return e;
+    if (const int e =
+            kernels::Fp4ExpertGemv(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, max_rows, xn, pu, s))
+      return e;
+    if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
+    return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa, py,
+                                  s);
+  });
+  add("mhc_post_ffn", 0, 0, 0, [=](L, int, cudaStream_t s) {
+    return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);
+  });
+  return ops;
+}
+
+}  // namespace deepinfer::bench

@@ -1,0 +1,176 @@
+"""The peer for bench_decode: the same V4-Flash decode step of one layer through PyTorch ops.
+
+Run on the GPU host (torch is there) in the same call as bench_decode, e.g.
+    source gpu-bundle/env.sh && bench_decode && python3 bench/decode_torch_peer.py
+It is what a framework without V4 kernels runs (the transformers port's math in plain torch ops):
+bf16 weights and activations (PyTorch has no MXFP4 or 128x128-block FP8 product on Hopper, so
+the peer reads 2x the dense and 4x the expert weight bytes), the compressed rows each query sees
+already gathered, the indexer's scores and top-k over all compressed keys, attention with the
+sink as an extra softmax column, Sinkhorn in 20 iterations, routed experts in a loop over the
+experts the batch routes to. One layer's step is captured in a CUDA graph and replayed; prints
+one JSON object per layer kind, batch and context.
+"""
+import argparse
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+
+H, HEADS, D, ROPE, QL, G, OL = 4096, 64, 512, 64, 1024, 8, 1024
+E, TOPK, INTER, IH, ID, ITOP, WIN, HC = 256, 6, 2048, 64, 128, 512, 128, 4
+dev = torch.device("cuda")
+bf = torch.bfloat16
+
+
+def w(*shape, dtype=bf):
+    return (torch.randn(*shape, device=dev) / math.sqrt(shape[-1])).to(dtype)
+
+
+def rms(x, weight=None, eps=1e-6):
+    y = x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)
+    return y * weight if weight is not None else y
+
+
+def rope(x, cos, sin, inverse=False):
+    r = x[..., -ROPE:].float().unflatten(-1, (-1, 2))
+    a, b = r[..., 0], r[..., 1]
+    s = -sin if inverse else sin
+    out = torch.stack((a * cos - b * s, b * cos + a * s), -1).flatten(-2)
+    return torch.cat((x[..., :-ROPE], out.to(x.dtype)), -1)
+
+
+class Layer:
+    def __init__(self, csa, batch, context):
+        self.csa, self.B, self.P = csa, batch, context
+        self.hc_fn = [w(24, HC * H, dtype=torch.float32) for _ in range(2)]
+        self.hc_base, self.hc_scale = torch.randn(24, device=dev), torch.randn(3, device=dev)
+        self.norm = torch.ones(H, device=dev, dtype=bf)
+        self.wq_a, self.wq_b, self.wkv = w(QL, H), w(HEADS * D, QL), w(D, H)
+        self.wo_a, self.wo_b = w(G, OL, HEADS * D // G), w(H, G * OL)
+        self.comp = w((4 if csa else 2) * D, H)
+        self.gate = w(E, H)
+        self.sh = [w(INTER, H), w(INTER, H), w(H, INTER)]
+        self.experts = [w(E, INTER, H), w(E, INTER, H), w(E, H, INTER)]
+        self.sinks = torch.randn(HEADS, device=dev)
+        n_rows = WIN + (min(ITOP, context // 4) if csa else context // 128)
+        self.rows = torch.randn(batch, n_rows, D, device=dev, dtype=bf)
+        if csa:
+            self.iwq_b, self.icomp, self.iwp = w(IH * ID, QL), w(4 * ID, H), w(IH, H)
+            self.keys = torch.randn(batch, context // 4, ID, device=dev, dtype=bf)
+        ang = (context - 1) * torch.rand(ROPE // 2, device=dev)
+        self.cos, self.sin = ang.cos(), ang.sin()
+        self.streams = torch.randn(batch, HC, H, device=dev, dtype=bf)
+        # Static routing (a balanced router's expectation): six distinct experts per token.
+        self.route = torch.stack([torch.randperm(E, device=dev)[:TOPK] for _ in range(batch)])
+        self.by_expert = [(e, (self.route == e).any(1).nonzero().flatten())
+                          for e in range(E) if (self.route == e).any()]
+
+    def hc_pre(self, X, fn):
+        flat = rms(X.flatten(1).float())
+        m = flat @ fn.t()
+        pre = torch.sigmoid(m[:, :HC] * self.hc_scale[0] + self.hc_base[:HC]) + 1e-6
+        post = 2 * torch.sigmoid(m[:, HC:2 * HC] * self.hc_scale[1] + self.hc_base[HC:2 * HC])
+        c = (m[:, 2 * HC:] * self.hc_scale[2] + self.hc_base[2 * HC:]).view(-1, HC, HC)
+        c = torch.softmax(c, -1) + 1e-6
+        c = c / (c.sum(1, keepdim=True) + 1e-6)
+        for _ in range(19):
+            c = c / (c.sum(2, keepdim=True) + 1e-6)
+            c = c / (c.sum(1, keepdim=True) + 1e-6)
+        return (pre.unsqueeze(-1) * X.float()).sum(1).to(bf), post, c
+
+    def hc_post(self, X, y, post, comb):
+        return (post.unsqueeze(-1) * y.float().unsqueeze(1) +
+                torch.einsum("bij,bic->bjc", comb, X.float())).to(bf)
+
+    def step(self):
+        B = self.B
+        x, post, comb = self.hc_pre(self.streams, self.hc_fn[0])
+        xn = rms(x, self.norm)
+        qlat = rms(F.linear(xn, self.wq_a))
+        q = rope(rms(F.linear(qlat, self.wq_b).view(B, HEADS, D)), self.cos, self.sin)
+        kv = rope(rms(F.linear(xn, self.wkv)), self.cos, self.sin)
+        comp = F.linear(xn, self.comp)
+        rows = self.rows
+        if self.csa:
+            iq = F.linear(qlat, self.iwq_b).view(B, IH, ID)
+            icomp = F.linear(xn, self.icomp)
+            iw = F.linear(xn, self.iwp)
+            scores = torch.einsum("bhd,bkd->bhk", iq, self.keys).relu()
+            scores = (scores * iw.unsqueeze(-1)).sum(1)
+            # The selection; the rows it selects are given gathered, as they are to ours.
+            scores.topk(min(ITOP, self.P // 4), -1)
+            del icomp
+        s = torch.einsum("bhd,bnd->bhn", q, rows).float() / math.sqrt(D)
+        s = torch.cat((s, self.sinks.view(1, HEADS, 1).expand(B, HEADS, 1)), -1)
+        p = torch.softmax(s, -1)[..., :-1].to(bf)
+        o = rope(torch.einsum("bhn,bnd->bhd", p, rows), self.cos, self.sin, inverse=True)
+        z = torch.einsum("bgi,goi->bgo", o.reshape(B, G, -1), self.wo_a).reshape(B, -1)
+        h = F.linear(z, self.wo_b)
+        streams = self.hc_post(self.streams, h, post, comb)
+        x2, post2, comb2 = self.hc_pre(streams, self.hc_fn[1])
+        u = rms(x2, self.norm)
+        logits = F.linear(u.float(), self.gate.float())
+        weights = F.softplus(logits).sqrt().gather(1, self.route)
+        weights = weights / weights.sum(-1, keepdim=True) * 1.5
+        shared = F.linear(F.silu(F.linear(u, self.sh[0]).clamp(max=10)) *
+                          F.linear(u, self.sh[1]).clamp(-10, 10), self.sh[2])
+        out = shared.float()
+        for e, tokens in self.by_expert:
+            ue = u.index_select(0, tokens)
+            a = F.silu(F.linear(ue, self.experts[0][e]).clamp(max=10)) * \
+                F.linear(ue, self.experts[1][e]).clamp(-10, 10)
+            ye = F.linear(a, self.experts[2][e]).float()
+            we = (weights.index_select(0, tokens) * (self.route.index_select(0, tokens) == e))
+            out.index_add_(0, tokens, ye * we.sum(-1, keepdim=True))
+        del kv, comp
+        return self.hc_post(streams, out.to(bf), post2, comb2)
+
+
+def time_us(fn, reps):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / reps
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", default="1,8,64,256")
+    ap.add_argument("--contexts", default="4096,32768,131072")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    torch.manual_seed(1)
+    for batch in map(int, args.batches.split(",")):
+        for context in map(int, args.contexts.split(",")):
+            for csa in (True, False):
+                kind = "csa" if csa else "hca"
+                try:
+                    with torch.no_grad():
+                        layer = Layer(csa, batch, context)
+                        us = time_us(layer.step, args.reps)
+                    print(json.dumps({"peer": "torch_bf16_ops", "layer": kind, "batch": batch,
+                                      "context": context, "layer_us": round(us, 1)}), flush=True)
+                except torch.OutOfMemoryError:
+                    print(json.dumps({"peer": "torch_bf16_ops", "layer": kind, "batch": batch,
+                                      "context": context, "skipped": "out of memory"}), flush=True)
+                layer = None
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/expert_fp4.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__device__ __forceinline__ float E8M0(uint32_t e) {
+  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
+}
+
+// Four e2m1 nibbles (the low 16 bits of `nib`, first weight lowest) to floats without a table in
+// memory: one byte permutation picks each magnitude's fp16 high byte (0, 0.5, 1, 1.5, 2, 3, 4, 6
+// are 0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46 with a zero low byte), the sign bits are
+// moved to bit 15 of their halves, and the hardware widens fp16 to fp32 exactly.
+__device__ __forceinline__ void E2m1x4(uint32_t nib, float* out) {
+  const uint32_t mag = __byte_perm(0x3E3C3800u, 0x46444240u, nib & 0x7777u);
+  const uint32_t h01 =
+      __byte_perm(mag, 0u, 0x1404) | ((nib << 12) & 0x8000u) | ((nib << 24) & 0x80000000u);
+  const uint32_t h23 =
+      __byte_perm(mag, 0u, 0x3424) | ((nib << 4) & 0x8000u) | ((nib << 16) & 0x80000000u);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&h01));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&h23));
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+}
+
+// A warp takes Outs output rows of one group of Rows token rows. Each lane loads 16 bytes of a
+// weight row at a time (32 weights: exactly one e8m0 scale block) so a warp streams 512
+// contiguous bytes per row and step; the activations it multiplies come from L1, shared by the
+// Outs rows. Products of a block are summed before its power-of-two scale is applied, which
+// rounds as scaling each weight would. Rows is a template argument so every array stays in
+// registers. (Measured on the H200: giving each lane 4-byte words 32 bytes apart, so that the
+// activation loads coalesce better, was 40 % slower: more load instructions.)
+template <int Outs, int Rows>
+__device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const uint8_t* w,
+                                           const uint8_t* s, int64_t out, int64_t in, int64_t o0,
+                                           const float* __restrict__ x, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = in / 32;
+  const uint4* wr[Outs];
+  const uint8_t* sr[Outs];
+#pragma unroll
+  for (int j = 0; j < Outs; ++j) {
+    // Rows past the end re-read the last row; their results are not stored.
+    const int64_t o = o0 + j < out ? o0 + j : out - 1;
+    wr[j] = reinterpret_cast<const uint4*>(w + o * (in / 2));
+    sr[j] = s + o * chunks;
+  }
+  const float* xr[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) xr[r] = x + group.x_row[r] * in;
+  float acc[Outs][Rows];
+#pragma unroll
+  for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
+  }
+  for (int64_t c = lane; c < chunks; c += 32) {
+    uint4 packed[Outs];
+    float scale[Outs];
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+      packed[j] = __ldg(wr[j] + c);
+      scale[j] = E8M0(__ldg(sr[j] + c));
+    }
+    float part[Outs][Rows];
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) part[j][r] = 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // one 32-bit word: 8 weights
+      float wv[Outs][8];
+#pragma unroll
+      for (int j = 0; j < Outs; ++j) {
+        const uint32_t word = q == 0   ? packed[j].x
+                              : q == 1 ? packed[j].y
+                              : q == 2 ? packed[j].z
+                                       : packed[j].w;
+        E2m1x4(word, &wv[j][0]);
+        E2m1x4(word >> 16, &wv[j][4]);
+      }
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        const float4* xv = reinterpret_cast<const float4*>(xr[r] + c * 32 + q * 8);
+        const float4 a = __ldg(xv), b = __ldg(xv + 1);
+#pragma unroll
+        for (int j = 0; j < Outs; ++j) {
+          part[j][r] += wv[j][0] * a.x + wv[j][1] * a.y + wv[j][2] * a.z + wv[j][3] * a.w +
+                        wv[j][4] * b.x + wv[j][5] * b.y + wv[j][6] * b.z + wv[j][7] * b.w;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) acc[j][r] += part[j][r] * scale[j];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+      float v = acc[j][r];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && o0 + j < out) y[group.y_row[r] * out + o0 + j] = v;
+    }
+  }
+}
+
+// ExpertRows<Outs, group.rows> for rows up to MaxRows; a group with more rows (or none) writes
+// nothing.
+template <int Outs, int R, int MaxRows>
+__device__ __forceinline__ void DispatchRows(const ExpertGroup& group, const uint8_t* w,
+                                             const uint8_t* s, int64_t out, int64_t in, int64_t o0,
+                                             const float* x, float* y) {
+  if constexpr (R <= MaxRows) {
+    if (group.rows == R) return ExpertRows<Outs, R>(group, w, s, out, in, o0, x, y);
+    DispatchRows<Outs, R + 1, MaxRows>(group, w, s, out, in, o0, x, y);
+  }
+}
+
+// MaxRows bounds the groups this instantiation serves: its registers are sized for them, so a
+// batch of single rows keeps the occupancy that streaming HBM needs.
+template <int Outs, int MaxRows>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    Fp4ExpertKernel(const uint8_t* const* __restrict__ weights,
+                    const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
+                    const ExpertGroup* __restrict__ groups, const float* __restrict__ x,
+                    float* __restrict__ y) {
+  __shared__ ExpertGroup group;
+  if (threadIdx.x == 0) group = groups[blockIdx.y];
+  __syncthreads();
+  const int64_t o0 =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
+  if (o0 >= out) return;
+  const uint8_t* w = weights[group.expert];
+  const uint8_t* s = scales[group.expert];
+  DispatchRows<Outs, 1, MaxRows>(group, w, s, out, in, o0, x, y);
+}
+
+template <int Outs, int MaxRows>
+void LaunchRows(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                int64_t in, const ExpertGroup* groups, int n_groups, const float* x, float* y,
+                cudaStream_t stream) {
+  const int64_t per_block = kWarpsPerBlock * Outs;
+  const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
+                  static_cast<unsigned>(n_groups));
+  Fp4ExpertKernel<Outs, MaxRows>
+      <<<grid, kWarpsPerBlock * 32, 0, stream>>>(weights, scales, out, in, groups, x, y);
+}
+
+template <int Outs>
+void Launch(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out, int64_t in,
+            const ExpertGroup* groups, int n_groups, int max_rows, const float* x, float* y,
+            cudaStream_t stream) {
+  if (max_rows <= 1)
+    return LaunchRows<Outs, 1>(weights, scales, out, in, groups, n_groups, x, y, stream);
+  if (max_rows <= 2)
+    return LaunchRows<Outs, 2>(weights, scales, out, in, groups, n_groups, x, y, stream);
+  if (max_rows <= 4)
+    return LaunchRows<Outs, 4>(weights, scales, out, in, groups, n_groups, x, y, stream);
+  LaunchRows<Outs, 8>(weights, scales, out, in, groups, n_groups, x, y, stream);
+}
+
+}  // namespace
+
+int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                  int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
+                  float* y, void* stream) {
+  if (in % 32 != 0 || out <= 0 || n_groups < 0 || max_rows < 1 || max_rows > kExpertGroupRows) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (n_groups == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  // Four rows per warp amortise the activation loads, as long as enough warps stay in flight to
+  // keep HBM busy (bench/RESULTS.md, "FP8 block-scaled GEMV", measured the same trade-off).
+  const int64_t warps_at_4 = n_groups * (out / 4);
+  if (warps_at_4 >= 2048) {
+    Launch<4>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+  } else if (warps_at_4 * 2 >= 2048) {
+    Launch<2>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+  } else {
+    Launch<1>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,32 @@
+// The routed experts' products in their released format, MXFP4 (e2m1 nibbles with one e8m0
+// scale per 32 weights), dequantised in registers: no wider copy of an expert ever exists. One
+// launch covers every expert a batch routes to. Device pointers; `stream` is a cudaStream_t as
+// void*; returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// One expert and up to kExpertGroupRows of the token rows routed to it (more rows: more groups
+/// of the same expert).
+constexpr int kExpertGroupRows = 8;
+struct ExpertGroup {
+  int32_t expert;
+  int32_t rows;
+  int32_t x_row[kExpertGroupRows];  // rows of x to multiply
+  int32_t y_row[kExpertGroupRows];  // rows of y to write
+};
+
+/// For every group g and each of its rows r: y[y_row[r], o] = sum_i x[x_row[r], i] * W_e[o, i],
+/// e = groups[g].expert, o < out. weights[e] is expert e's [out, in / 2] bytes (byte c holds
+/// columns 2c in its low nibble and 2c + 1 in its high nibble), scales[e] its [out, in / 32]
+/// e8m0 bytes; `weights`, `scales` and `groups` are device arrays. in must be a multiple of 32
+/// and rows 16-byte aligned (in / 2 a multiple of 16 bytes follows). max_rows (1..8) bounds every
+/// group's `rows` (a group with more writes nothing): the kernel's registers are sized by it, so
+/// decode at batch 1 (all groups of one row) streams at full occupancy.
+int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                  int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
+                  float* y, void* stream);
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,17 @@
+// The lightning indexer's scores for a batch of decode queries on CUDA cores, every key read
+// once for all heads (the CPU-order IndexerScores in kernels/ops.h reads keys per thread and
+// sums in the CPU's order, for bit-exact comparisons). Device pointers; `stream` is a
+// cudaStream_t as void*; returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// out[b, j] = sum_h w[b, h] * relu(q[b, h] . keys[b][j]) for j < n_keys, b < batch:
+/// q [batch, heads, 128], w [batch, heads], keys of query b at keys + b * key_stride (rows of
+/// 128 floats), out [batch, n_keys]. heads <= 64 and a multiple of 4; head_dim == 128.
+int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads, const float* keys,
+                       int64_t key_stride, int64_t n_keys, float* out, void* stream);
+
+}  // namespace deepinfer::kernels

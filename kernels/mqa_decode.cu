@@ -1,0 +1,161 @@
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/mqa_decode.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kDim = 512, kHeadsPerBlock = 16, kTile = 32, kThreads = 256;
+constexpr int kPad = kDim + 4;  // row stride: float4 reads of 8 rows cover the 32 banks once
+constexpr int kSmemFloats = kHeadsPerBlock * kDim + kTile * kPad + kHeadsPerBlock * kTile;
+
+// Block (query, 16 heads, split): online softmax over the split's rows in tiles of 32 rows held
+// in shared memory. Thread t scores rows (t % 32) for heads t / 32 and t / 32 + 8, then
+// accumulates channels 2t, 2t + 1 of all 16 heads. Writes the split's max, sum and unnormalised
+// output per head.
+__global__ void __launch_bounds__(kThreads)
+    MqaSplitKernel(const float* __restrict__ q, const float* __restrict__ rows,
+                   const int64_t* __restrict__ offsets, int heads, float scale, int splits,
+                   float* __restrict__ partial) {
+  extern __shared__ float4 smem4[];
+  float* qs = reinterpret_cast<float*>(smem4);  // [16][512]
+  float* ks = qs + kHeadsPerBlock * kDim;       // [32][516]
+  float* ps = ks + kTile * kPad;                // [16][32]
+  __shared__ float m_s[kHeadsPerBlock], l_s[kHeadsPerBlock], alpha_s[kHeadsPerBlock];
+  const int64_t t = blockIdx.x;
+  const int h0 = blockIdx.y * kHeadsPerBlock, split = blockIdx.z;
+  const int64_t n = offsets[t + 1] - offsets[t];
+  const int64_t chunk = (n + splits - 1) / splits;
+  const int64_t begin = (split * chunk < n ? split * chunk : n),
+                end = begin + chunk < n ? begin + chunk : n;
+  const float* base = rows + offsets[t] * kDim;
+  const float4* qg = reinterpret_cast<const float4*>(q + (t * heads + h0) * kDim);
+  for (int i = threadIdx.x; i < kHeadsPerBlock * kDim / 4; i += kThreads) {
+    reinterpret_cast<float4*>(qs)[i] = qg[i];
+  }
+  if (threadIdx.x < kHeadsPerBlock) {
+    m_s[threadIdx.x] = -INFINITY;
+    l_s[threadIdx.x] = 0;
+  }
+  float acc[kHeadsPerBlock][2] = {};
+  const int e_mine = threadIdx.x % kTile, h_mine = threadIdx.x / kTile;
+  for (int64_t tile = begin; tile < end; tile += kTile) {
+    __syncthreads();  // the previous tile's rows and weights are no longer read
+    for (int i = threadIdx.x; i < kTile * kDim / 4; i += kThreads) {
+      const int r = i / (kDim / 4), c = i % (kDim / 4);
+      float4 v = make_float4(0, 0, 0, 0);
+      if (tile + r < end) v = reinterpret_cast<const float4*>(base + (tile + r) * kDim)[c];
+      reinterpret_cast<float4*>(ks + r * kPad)[c] = v;
+    }
+    __syncthreads();
+    const float4* kr = reinterpret_cast<const float4*>(ks + e_mine * kPad);
+    for (int hh = h_mine; hh < kHeadsPerBlock; hh += kThreads / kTile) {
+      const float4* qr = reinterpret_cast<const float4*>(qs + hh * kDim);
+      float dot = 0;
+#pragma unroll 8
+      for (int d = 0; d < kDim / 4; ++d) {
+        const float4 a = qr[d], b = kr[d];
+        dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+      }
+      ps[hh * kTile + e_mine] = tile + e_mine < end ? dot * scale : -INFINITY;
+    }
+    __syncthreads();
+    if (threadIdx.x < kHeadsPerBlock) {  // online softmax bookkeeping, one thread per head
+      float* p = ps + threadIdx.x * kTile;
+      float mx = m_s[threadIdx.x];
+      for (int e = 0; e < kTile; ++e) mx = fmaxf(mx, p[e]);
+      const float alpha = expf(m_s[threadIdx.x] - mx);  // 0 on the first tile (exp(-inf))
+      float sum = 0;
+      for (int e = 0; e < kTile; ++e) sum += (p[e] = expf(p[e] - mx));
+      l_s[threadIdx.x] = l_s[threadIdx.x] * alpha + sum;
+      m_s[threadIdx.x] = mx;
+      alpha_s[threadIdx.x] = alpha;
+    }
+    __syncthreads();
+    const int c = 2 * threadIdx.x;
+#pragma unroll
+    for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+      acc[hh][0] *= alpha_s[hh];
+      acc[hh][1] *= alpha_s[hh];
+    }
+    for (int e = 0; e < kTile; ++e) {
+      const float2 v = *reinterpret_cast<const float2*>(ks + e * kPad + c);
+#pragma unroll
+      for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+        const float p = ps[hh * kTile + e];
+        acc[hh][0] += p * v.x;
+        acc[hh][1] += p * v.y;
+      }
+    }
+  }
+  __syncthreads();
+  // partial[t][split][h] = {m, l, acc[512]}
+  for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+    float* out = partial + ((t * splits + split) * heads + h0 + hh) * (kDim + 2);
+    if (threadIdx.x == 0) {
+      out[0] = m_s[hh];
+      out[1] = l_s[hh];
+    }
+    out[2 + 2 * threadIdx.x] = acc[hh][0];
+    out[3 + 2 * threadIdx.x] = acc[hh][1];
+  }
+}
+
+// Block (query, head): the splits' maxima and sums with the sink give the softmax denominator.
+__global__ void __launch_bounds__(kThreads)
+    MqaCombineKernel(const float* __restrict__ partial, int heads, int splits,
+                     const float* __restrict__ sinks, float* __restrict__ o) {
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
+  const float* p = partial + (t * splits * heads + h) * (kDim + 2);
+  const int64_t stride = static_cast<int64_t>(heads) * (kDim + 2);
+  float mx = sinks[h];
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * stride]);
+  float denom = expf(sinks[h] - mx);
+  for (int s = 0; s < splits; ++s) {
+    const float m = p[s * stride];
+    if (m != -INFINITY) denom += p[s * stride + 1] * expf(m - mx);
+  }
+  for (int c = threadIdx.x; c < kDim; c += kThreads) {
+    float v = 0;
+    for (int s = 0; s < splits; ++s) {
+      const float m = p[s * stride];
+      if (m != -INFINITY) v += p[s * stride + 2 + c] * expf(m - mx);
+    }
+    o[(t * heads + h) * kDim + c] = v / denom;
+  }
+}
+
+}  // namespace
+
+int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_splits) {
+  return n_queries * max_splits * heads * (head_dim + 2);
+}
+
+int MqaDecode(const float* q, const float* rows, const int64_t* offsets, int64_t n_queries,
+              int heads, int head_dim, const float* sinks, float scale, int64_t max_rows,
+              int max_splits, float* scratch, float* o, void* stream) {
+  if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (n_queries == 0) return 0;
+  // Enough blocks for two per SM of a 132-SM H200, no split under one tile of rows.
+  const int64_t blocks = n_queries * (heads / kHeadsPerBlock);
+  int splits = static_cast<int>(std::min<int64_t>((264 + blocks - 1) / blocks, max_splits));
+  splits = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(splits, (max_rows + kTile - 1) / kTile)));
+  const int smem = kSmemFloats * sizeof(float);
+  const cudaError_t attr =
+      cudaFuncSetAttribute(MqaSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (attr != cudaSuccess) return static_cast<int>(attr);
+  auto s = static_cast<cudaStream_t>(stream);
+  MqaSplitKernel<<<dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads,
+                   smem, s>>>(q, rows, offsets, heads, scale, splits, scratch);
+  MqaCombineKernel<<<dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s>>>(
+      scratch, heads, splits, sinks, o);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace deepinfer::kernels

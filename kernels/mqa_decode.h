@@ -1,0 +1,22 @@
+// V4's decode attention on CUDA cores: one shared K = V row per cache entry, 64 query heads, a
+// sink logit per head. Each query's rows are split over blocks (flash-decoding) and read once per
+// 16 heads; a second launch combines the splits with the sinks. The CPU-order SparseAttention in
+// kernels/ops.h is the bit-exact counterpart. Device pointers; `stream` is a cudaStream_t as
+// void*; returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// Floats of scratch MqaDecode needs for n_queries queries with at most max_splits splits.
+int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_splits);
+
+/// o[t, h] = sum_e softmax_e(scale * q[t, h] . r_e, sink_h) r_e over the rows r_e of query t,
+/// rows[offsets[t] .. offsets[t + 1]) (head_dim floats each). heads a multiple of 16, head_dim
+/// 512. max_rows: the most rows of any query (sizes the split).
+int MqaDecode(const float* q, const float* rows, const int64_t* offsets, int64_t n_queries,
+              int heads, int head_dim, const float* sinks, float scale, int64_t max_rows,
+              int max_splits, float* scratch, float* o, void* stream);
+
+}  // namespace deepinfer::kernels

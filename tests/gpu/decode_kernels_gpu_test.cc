@@ -1,0 +1,135 @@
+// The production decode kernels (kernels/norm_fast.h, indexer.h, mqa_decode.h) against the CPU
+// backend on fresh random inputs, outputs poisoned: they sum in the GPU's own order, so they
+// agree to fp32 rounding, not bit for bit (the CPU-order kernels in ops.cu are tested to be
+// bit-identical in cuda_backend_gpu_test).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "kernels/cuda_available.h"
+#include "kernels/indexer.h"
+#include "kernels/mqa_decode.h"
+#include "kernels/norm_fast.h"
+#include "tests/gpu/device_vector.h"
+
+namespace deepinfer {
+namespace {
+
+using testing::DeviceVector;
+
+class DecodeKernelsGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  std::vector<float> Random(size_t n, float scale = 1.0f) {
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng_);
+    return v;
+  }
+  // |a - b| <= tol * (1 + |b|) everywhere.
+  static void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float tol,
+                          const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << " at " << i;
+    }
+  }
+  std::mt19937 rng_{std::random_device{}()};
+  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
+};
+
+TEST_F(DecodeKernelsGpuTest, RmsNormAndHyperPre) {
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{3, 4096}, {5, 100}, {1, 1}}) {
+    const auto x = Random(rows * dim, 3.0f), w = Random(dim);
+    std::vector<float> want(rows * dim);
+    cpu_->RmsNorm(x.data(), w.data(), rows, dim, 1e-6f, want.data());
+    DeviceVector<float> dx(x), dw(w);
+    auto dy = DeviceVector<float>::Poisoned(rows * dim);
+    ASSERT_EQ(kernels::RmsNormFast(dx.get(), dw.get(), rows, dim, 1e-6f, dy.get(), nullptr), 0);
+    ExpectClose(dy.ToHost(), want, 1e-5f, "RmsNormFast");
+  }
+  const int n = 4;
+  for (int64_t dim : {64, 300, 4096}) {
+    const int64_t rows = 3, flat = n * dim, mix = (2 + n) * n;
+    const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
+    const auto streams = Random(rows * flat);
+    std::vector<float> post(rows * n), comb(rows * n * n), col(rows * dim);
+    cpu_->HyperPre(hw, streams.data(), rows, n, dim, 1e-6f, 1e-6f, 20, post.data(), comb.data(),
+                   col.data());
+    DeviceVector<float> fn(hw.fn), base(hw.base), scale(hw.scale), ds(streams);
+    auto dpost = DeviceVector<float>::Poisoned(rows * n);
+    auto dcomb = DeviceVector<float>::Poisoned(rows * n * n);
+    auto dcol = DeviceVector<float>::Poisoned(rows * dim);
+    auto scratch = DeviceVector<float>::Poisoned(rows * (mix + 1) * kernels::kHyperSlices);
+    ASSERT_EQ(kernels::HyperPreFast({fn.get(), base.get(), scale.get()}, ds.get(), rows, n, dim,
+                                    1e-6f, 1e-6f, 20, dpost.get(), dcomb.get(), dcol.get(),
+                                    scratch.get(), nullptr),
+              0);
+    ExpectClose(dpost.ToHost(), post, 1e-5f, "HyperPreFast post");
+    ExpectClose(dcomb.ToHost(), comb, 1e-5f, "HyperPreFast comb");
+    ExpectClose(dcol.ToHost(), col, 1e-5f, "HyperPreFast collapsed");
+  }
+}
+
+TEST_F(DecodeKernelsGpuTest, IndexerScoresBatch) {
+  const int heads = 64, dim = 128;
+  for (int64_t n_keys : {1, 63, 64, 1000}) {
+    const int64_t batch = 3;
+    const auto q = Random(batch * heads * dim), w = Random(batch * heads);
+    const auto keys = Random(batch * n_keys * dim);
+    std::vector<float> want(batch * n_keys);
+    for (int64_t b = 0; b < batch; ++b) {
+      cpu_->IndexerScores(&q[b * heads * dim], &w[b * heads], heads, dim, &keys[b * n_keys * dim],
+                          n_keys, &want[b * n_keys]);
+    }
+    DeviceVector<float> dq(q), dw(w), dk(keys);
+    auto out = DeviceVector<float>::Poisoned(batch * n_keys);
+    ASSERT_EQ(kernels::IndexerScoresBatch(dq.get(), dw.get(), batch, heads, dk.get(), n_keys * dim,
+                                          n_keys, out.get(), nullptr),
+              0);
+    // 64 heads x 128 products with cancellation: the bound scales with their magnitude (~sqrt).
+    ExpectClose(out.ToHost(), want, 2e-4f, "IndexerScoresBatch");
+  }
+}
+
+TEST_F(DecodeKernelsGpuTest, MqaDecodeMatchesSparseAttention) {
+  const int heads = 64, dim = 512;
+  // Row counts per query: a window alone, window + top-k, an HCA-like count, and one row.
+  const std::vector<int> counts = {128, 640, 1153, 1};
+  std::vector<int64_t> offsets = {0};
+  for (int c : counts) offsets.push_back(offsets.back() + c);
+  const auto rows = Random(offsets.back() * dim);
+  const auto q = Random(counts.size() * heads * dim, 0.2f), sinks = Random(heads);
+  std::vector<std::vector<const float*>> ptrs(counts.size());
+  std::vector<AttentionQuery> queries;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    for (int e = 0; e < counts[t]; ++e) ptrs[t].push_back(&rows[(offsets[t] + e) * dim]);
+    queries.push_back({ptrs[t].data(), counts[t]});
+  }
+  std::vector<float> want(q.size());
+  const int64_t nq = static_cast<int64_t>(counts.size());
+  cpu_->SparseAttention(q.data(), queries.data(), nq, heads, dim, sinks.data(), 0.044194f,
+                        want.data());
+  for (int max_splits : {1, 3, 64}) {
+    DeviceVector<float> dq(q), dr(rows), ds(sinks);
+    DeviceVector<int64_t> doff(offsets);
+    auto scratch =
+        DeviceVector<float>::Poisoned(kernels::MqaDecodeScratch(nq, heads, dim, max_splits));
+    auto out = DeviceVector<float>::Poisoned(q.size());
+    ASSERT_EQ(kernels::MqaDecode(dq.get(), dr.get(), doff.get(), nq, heads, dim, ds.get(),
+                                 0.044194f, 1153, max_splits, scratch.get(), out.get(), nullptr),
+              0);
+    ExpectClose(out.ToHost(), want, 1e-5f, "MqaDecode");
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,45 @@
+// A device copy of a host vector for the GPU tests: upload, download, freed on scope exit.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <vector>
+
+namespace deepinfer::testing {
+
+template <class T>
+class DeviceVector {
+ public:
+  explicit DeviceVector(const std::vector<T>& host) : size_(host.size()) {
+    cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(size_, 1) * sizeof(T));
+    cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  /// n values, every byte 0xff (NaN for floats): a launch that leaves one unwritten shows.
+  static DeviceVector Poisoned(size_t n) {
+    DeviceVector v(std::vector<T>{});
+    cudaFree(v.ptr_);
+    v.size_ = n;
+    cudaMalloc(reinterpret_cast<void**>(&v.ptr_), std::max<size_t>(n, 1) * sizeof(T));
+    cudaMemset(v.ptr_, 0xff, n * sizeof(T));
+    return v;
+  }
+  DeviceVector(DeviceVector&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  ~DeviceVector() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  T* get() const { return ptr_; }
+  std::vector<T> ToHost() const {
+    std::vector<T> h(size_);
+    cudaMemcpy(h.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace deepinfer::testing

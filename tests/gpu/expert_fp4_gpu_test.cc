@@ -1,0 +1,133 @@
+// The grouped MXFP4 expert GEMV against the CPU backend's dequantiser and a double-precision sum:
+// several experts, groups of 1..8 rows (one expert in several groups, rows gathered and scattered
+// out of order), shapes that are not multiples of the tiles, outputs poisoned before the launch.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/model/weights.h"
+#include "kernels/cuda_available.h"
+#include "kernels/expert_fp4.h"
+
+namespace deepinfer {
+namespace {
+
+template <class T>
+T* ToDevice(const std::vector<T>& v) {
+  void* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size() * sizeof(T), 16)), cudaSuccess);
+  cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return static_cast<T*>(d);
+}
+
+class ExpertFp4GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  std::mt19937 rng_{std::random_device{}()};
+
+  void Check(int64_t out, int64_t in, const std::vector<int>& group_rows) {
+    const int experts = 5;
+    std::vector<std::vector<uint8_t>> w(experts), s(experts);
+    std::vector<const uint8_t*> dw(experts), ds(experts);
+    for (int e = 0; e < experts; ++e) {
+      w[e].resize(out * in / 2);
+      s[e].resize(out * in / 32);
+      for (auto& b : w[e]) b = static_cast<uint8_t>(rng_());
+      for (auto& b : s[e]) b = static_cast<uint8_t>(118 + rng_() % 14);
+      dw[e] = ToDevice(w[e]);
+      ds[e] = ToDevice(s[e]);
+    }
+    // Groups: experts chosen at random (repeats allowed), x rows and y rows permuted.
+    int total = 0;
+    for (int r : group_rows) total += r;
+    std::vector<int32_t> x_perm(total), y_perm(total);
+    for (int i = 0; i < total; ++i) x_perm[i] = y_perm[i] = i;
+    std::shuffle(x_perm.begin(), x_perm.end(), rng_);
+    std::shuffle(y_perm.begin(), y_perm.end(), rng_);
+    std::vector<kernels::ExpertGroup> groups;
+    int next = 0;
+    for (int rows : group_rows) {
+      kernels::ExpertGroup g{};
+      g.expert = static_cast<int32_t>(rng_() % experts);
+      g.rows = rows;
+      for (int r = 0; r < rows; ++r, ++next) {
+        g.x_row[r] = x_perm[next];
+        g.y_row[r] = y_perm[next];
+      }
+      groups.push_back(g);
+    }
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(total * in);
+    for (float& v : x) v = normal(rng_);
+    auto* d_weights = ToDevice(dw);
+    auto* d_scales = ToDevice(ds);
+    auto* d_groups = ToDevice(groups);
+    float* dx = ToDevice(x);
+    float* dy = ToDevice(std::vector<float>(total * out, std::nanf("")));
+    const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
+    ASSERT_EQ(kernels::Fp4ExpertGemv(d_weights, d_scales, out, in, d_groups,
+                                     static_cast<int>(groups.size()), max_rows, dx, dy, nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> y(total * out);
+    cudaMemcpy(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost);
+
+    std::vector<float> row(in);
+    for (const auto& g : groups) {
+      LinearWeight lw;
+      lw.format = WeightFormat::kFp4Block;
+      lw.out = out;
+      lw.in = in;
+      lw.data = w[g.expert].data();
+      lw.scale = s[g.expert].data();
+      lw.block_out = 1;
+      lw.block_in = 32;
+      for (int64_t o = 0; o < out; ++o) {
+        DequantizeRow(lw, o, row.data());
+        for (int r = 0; r < g.rows; ++r) {
+          double want = 0, mag = 0;
+          for (int64_t i = 0; i < in; ++i) {
+            want += static_cast<double>(row[i]) * x[g.x_row[r] * in + i];
+            mag += std::fabs(static_cast<double>(row[i]) * x[g.x_row[r] * in + i]);
+          }
+          // fp32 sums of `in` products: the error bound scales with the sum of magnitudes.
+          const float got = y[g.y_row[r] * out + o];
+          ASSERT_NEAR(got, want, 1e-5 * mag + 1e-30) << "out " << o << " row " << r << " expert "
+                                                     << g.expert << " shape " << out << "x" << in;
+        }
+      }
+    }
+    for (int e = 0; e < experts; ++e) {
+      cudaFree(const_cast<uint8_t*>(dw[e]));
+      cudaFree(const_cast<uint8_t*>(ds[e]));
+    }
+    cudaFree(d_weights);
+    cudaFree(d_scales);
+    cudaFree(d_groups);
+    cudaFree(dx);
+    cudaFree(dy);
+  }
+};
+
+TEST_F(ExpertFp4GpuTest, MatchesCpuDequantisedProducts) {
+  Check(2048, 4096, {1, 1, 1, 1, 1, 1});        // decode at batch 1: six experts, one row each
+  Check(300, 96, {8, 3, 5, 1});                 // tails: out not a multiple of the warp tile
+  Check(4096, 2048, {8, 8, 7, 2, 6, 1, 4, 8});  // the down projection, fuller groups
+  Check(37, 1056, {2});                         // few warps: one row per warp
+}
+
+TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {
+  EXPECT_NE(
+      kernels::Fp4ExpertGemv(nullptr, nullptr, 8, 48, nullptr, 1, 1, nullptr, nullptr, nullptr), 0);
+  EXPECT_NE(
+      kernels::Fp4ExpertGemv(nullptr, nullptr, 8, 64, nullptr, 1, 9, nullptr, nullptr, nullptr), 0);
+}
+
+}  // namespace
+}  // namespace deepinfer
