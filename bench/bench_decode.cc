@@ -1,15 +1,16 @@
 // bench_decode: one decode step of V4-Flash-shaped layers (bench/decode_layer.h) on the GPU, at
 // several batch sizes and contexts, against the hardware's ceilings.
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
-//                [--kernels production|cpu-order]
-// production: parallel reductions, MQA split attention, the batched indexer and, above 8 rows,
-// the tensor-core FP8 GEMM (cuBLASLt); cpu-order: stage 1's kernels, bit-identical to the CPU.
-// N layer copies (half CSA, half HCA; default: as many as fit next to the largest cache) with
-// random weights made on the device, so every kernel reads cold HBM. Each kernel is timed over
-// all copies of its layer kind inside one CUDA graph; the whole layer likewise. Prints one JSON
-// object per layer kind, batch and context: time per layer, the bytes it must read (weights in
-// their released formats, cache rows in the reference's 584-byte layout) against 4.3 TB/s, the
-// FLOP rate against the FP8 tensor-core peak, and each kernel against its own floor.
+//                [--kernels production|cpu-order] [--gemv-max-rows 2]
+// production: parallel reductions, MQA split attention, the batched indexer, experts on tensor
+// cores for groups of 3+ tokens, and the tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows
+// rows; cpu-order: stage 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half
+// HCA; default: as many as fit next to the largest cache) with random weights made on the device,
+// so every kernel reads cold HBM. Each kernel is timed over all copies of its layer kind inside
+// one CUDA graph; the whole layer likewise. Prints one JSON object per layer kind, batch and
+// context: time per layer, the bytes it must read (weights in their released formats, cache rows
+// in the reference's 584-byte layout) against 4.3 TB/s, the FLOP rate against the FP8
+// tensor-core peak, and each kernel against its own floor.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -133,6 +134,8 @@ int main(int argc, char** argv) {
       contexts = ParseList(value.c_str());
     } else if (flag == "--reps") {
       reps = std::atoi(value.c_str());
+    } else if (flag == "--gemv-max-rows") {
+      step_kernels.gemv_max_rows = std::atoi(value.c_str());
     } else if (flag == "--kernels" && (value == "production" || value == "cpu-order")) {
       step_kernels.cpu_order = value == "cpu-order";
     } else {

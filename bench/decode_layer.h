@@ -71,10 +71,11 @@ struct Op {
 };
 
 /// How the step computes: the production kernels (parallel reductions, the tensor-core FP8 GEMM
-/// above 8 rows when `gemm` is given) or stage 1's CPU-order kernels (bit-identical to the CPU).
+/// above gemv_max_rows rows when `gemm` is given) or stage 1's CPU-order kernels (bit-exact).
 struct StepKernels {
   bool cpu_order = false;
   kernels::Fp8GemmContext* gemm = nullptr;
+  int gemv_max_rows = 2;  // dense FP8 products of more rows take the GEMM
 };
 
 /// The decode step of `batch` sequences at `context` tokens for a layer of the given kind, with

@@ -77,6 +77,9 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t pairs = B * kTopK;
   float *pg = Take<float>(a, pairs * kMoeInter), *pu = Take<float>(a, pairs * kMoeInter);
   float *pa = Take<float>(a, pairs * kMoeInter), *py = Take<float>(a, pairs * kHidden);
+  const int64_t pairs_padded = kernels::Fp8GemmPaddedRows(pairs);
+  uint8_t* pq = Take<uint8_t>(a, pairs_padded * kMoeInter);
+  float* ps = Take<float>(a, kernels::Fp8ActScaleCount(pairs, kMoeInter));
   int64_t* positions = Take<int64_t>(a, B);
   int64_t* offsets = Take<int64_t>(a, B + 1);
   // Routing: six distinct experts per token at random (a balanced router's expectation), the
@@ -117,7 +120,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     FillFloats(rows[l], B * n_rows * kHeadDim, seed + l, 1.0f);
     FillFloats(keys[l], B * n_keys * kIndexDim, seed + 7 * l, 1.0f);
   }
-  if (!streams2 || !d_up || !d_down || !py || !offsets) return {};
+  if (!streams2 || !d_up || !d_down || !py || !offsets || !pq || !ps || !attn_scratch) return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
   std::vector<int64_t> hpos(B, context - 1), hoff(B + 1);
@@ -135,11 +138,13 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const double hc_bytes = 4.0 * kHcMix * flat;
   using L = const LayerWeights&;
   // The GEMV takes 8 rows at a time, so larger batches read its weights once per 8 rows.
-  const double reread = k.cpu_order || !k.gemm ? (B + 7) / 8 : 1;
+  const double reread = k.cpu_order || !k.gemm || B <= k.gemv_max_rows ? (B + 7) / 8 : 1;
   // The kernel choices of `k`, shared by the ops below.
   const auto dense = [=](const Fp8Weight& w, int64_t out_begin, int64_t out, const float* in,
                          float* y, cudaStream_t s) {
-    if (k.cpu_order || !k.gemm || B <= 8) return Fp8Rows(w, out_begin, out, in, B, y, s);
+    // Above gemv_max_rows the tensor-core GEMM (the GEMV multiplies on CUDA cores).
+    if (k.cpu_order || !k.gemm || B <= k.gemv_max_rows)
+      return Fp8Rows(w, out_begin, out, in, B, y, s);
     if (const int e = kernels::QuantizeActFp8(in, B, w.in, xq, xs, s)) return e;
     return kernels::Fp8BlockGemm(*k.gemm, w.w + out_begin * w.in,
                                  w.scale_f32 + (out_begin / 128) * kernels::Fp8WeightScaleLd(w.in),
@@ -223,6 +228,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   add("wo_a", wo_a, wo_a * reread, 2.0 * B * wo_a, [=](L l, int, cudaStream_t s) {
     // Group g's heads are o's columns [4096 g, 4096 g + 4096): read group-major here (a layout
     // the attention kernel will write in stage 2).
+    // Up to 8 rows one grouped GEMV launch beats eight GEMMs with their activation quantisation
+    // (H200: 45 against 127 µs at 8 rows).
     if (B <= 8 || k.cpu_order || !k.gemm) {
       for (int r = 0; r < B; r += 8) {
         const int e = kernels::Fp8BlockGemvGrouped(
@@ -262,15 +269,31 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
   const int n_down = static_cast<int>(down_groups.size());
   add("routed_experts", eb, eb, ef, [=](L l, int, cudaStream_t s) {
+    // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
+    // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
+    if (k.cpu_order || max_rows <= 2) {  // fp32 activations on CUDA cores
+      if (const int e = kernels::Fp4ExpertGemv(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, max_rows,
+                                               xn, pg, s))
+        return e;
+      if (const int e = kernels::Fp4ExpertGemv(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, max_rows,
+                                               xn, pu, s))
+        return e;
+      if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
+      return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa,
+                                    py, s);
+    }
+    // FP8 activations (the reference numerics) on tensor cores.
+    if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
     if (const int e =
-            kernels::Fp4ExpertGemv(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, max_rows, xn, pg, s))
+            kernels::Fp4ExpertMma(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp, pg, s))
       return e;
     if (const int e =
-            kernels::Fp4ExpertGemv(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, max_rows, xn, pu, s))
+            kernels::Fp4ExpertMma(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp, pu, s))
       return e;
     if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
-    return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa, py,
-                                  s);
+    if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
+    return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
+                                 pairs_padded, py, s);
   });
   add("mhc_post_ffn", 0, 0, 0, [=](L, int, cudaStream_t s) {
     return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);

@@ -9,9 +9,11 @@
 #include <random>
 #include <vector>
 
+#include "engine/model/quant.h"
 #include "engine/model/weights.h"
 #include "kernels/cuda_available.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/gemm_fp8.h"
 
 namespace deepinfer {
 namespace {
@@ -31,7 +33,9 @@ class ExpertFp4GpuTest : public ::testing::Test {
   }
   std::mt19937 rng_{std::random_device{}()};
 
-  void Check(int64_t out, int64_t in, const std::vector<int>& group_rows) {
+  // tensor_cores: Fp4ExpertMma on FP8 activations (quantised on the GPU), checked against the
+  // CPU's QDQ of the same activations; otherwise Fp4ExpertGemv on fp32 activations.
+  void Check(int64_t out, int64_t in, const std::vector<int>& group_rows, bool tensor_cores) {
     const int experts = 5;
     std::vector<std::vector<uint8_t>> w(experts), s(experts);
     std::vector<const uint8_t*> dw(experts), ds(experts);
@@ -71,9 +75,24 @@ class ExpertFp4GpuTest : public ::testing::Test {
     float* dx = ToDevice(x);
     float* dy = ToDevice(std::vector<float>(total * out, std::nanf("")));
     const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
-    ASSERT_EQ(kernels::Fp4ExpertGemv(d_weights, d_scales, out, in, d_groups,
-                                     static_cast<int>(groups.size()), max_rows, dx, dy, nullptr),
-              0);
+    if (tensor_cores) {
+      const int64_t padded = kernels::Fp8GemmPaddedRows(total);
+      auto* dxq = ToDevice(std::vector<uint8_t>(padded * in));
+      auto* dxs = ToDevice(std::vector<float>(kernels::Fp8ActScaleCount(total, in)));
+      ASSERT_EQ(kernels::QuantizeActFp8(dx, total, in, dxq, dxs, nullptr), 0);
+      ASSERT_EQ(
+          kernels::Fp4ExpertMma(d_weights, d_scales, out, in, d_groups,
+                                static_cast<int>(groups.size()), dxq, dxs, padded, dy, nullptr),
+          0);
+      for (int r = 0; r < total; ++r) QdqFp8Blocks(&x[r * in], in, 128, 1e-4f);  // the reference
+      cudaDeviceSynchronize();
+      cudaFree(dxq);
+      cudaFree(dxs);
+    } else {
+      ASSERT_EQ(kernels::Fp4ExpertGemv(d_weights, d_scales, out, in, d_groups,
+                                       static_cast<int>(groups.size()), max_rows, dx, dy, nullptr),
+                0);
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> y(total * out);
     cudaMemcpy(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost);
@@ -116,10 +135,20 @@ class ExpertFp4GpuTest : public ::testing::Test {
 };
 
 TEST_F(ExpertFp4GpuTest, MatchesCpuDequantisedProducts) {
-  Check(2048, 4096, {1, 1, 1, 1, 1, 1});        // decode at batch 1: six experts, one row each
-  Check(300, 96, {8, 3, 5, 1});                 // tails: out not a multiple of the warp tile
-  Check(4096, 2048, {8, 8, 7, 2, 6, 1, 4, 8});  // the down projection, fuller groups
-  Check(37, 1056, {2});                         // few warps: one row per warp
+  Check(2048, 4096, {1, 1, 1, 1, 1, 1}, false);        // decode at batch 1: six experts, one row
+  Check(300, 96, {8, 3, 5, 1}, false);                 // tails: out not a multiple of the tile
+  Check(4096, 2048, {8, 8, 7, 2, 6, 1, 4, 8}, false);  // the down projection, fuller groups
+  Check(37, 1056, {2}, false);                         // few warps: one row per warp
+}
+
+TEST_F(ExpertFp4GpuTest, TensorCoresMatchCpuOnQuantisedActivations) {
+  Check(2048, 4096, {1, 1, 1, 1, 1, 1}, true);
+  Check(300, 256, {8, 3, 5, 1}, true);  // out not a multiple of 16
+  Check(4096, 2048, {8, 8, 7, 2, 6, 1, 4, 8}, true);
+  Check(37, 1152, {2}, true);
+  EXPECT_NE(kernels::Fp4ExpertMma(nullptr, nullptr, 16, 96, nullptr, 1, nullptr, nullptr, 16,
+                                  nullptr, nullptr),
+            0);  // in % 128
 }
 
 TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {
