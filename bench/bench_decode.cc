@@ -1,7 +1,8 @@
 // bench_decode: one decode step of V4-Flash-shaped layers (bench/decode_layer.h) on the GPU, at
 // several batch sizes and contexts, against the hardware's ceilings.
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
-//                [--kernels production|cpu-order] [--gemv-max-rows 2]
+//                [--kernels production|cpu-order] [--gemv-max-rows 2] [--prefill TOKENS]
+//   bench_prefill [--prefill 8192] [--contexts 8192,32768,131072] ...  (the same, prefill mode)
 // production: parallel reductions, MQA split attention, the batched indexer, experts on tensor
 // cores for groups of 3+ tokens, and the tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows
 // rows; cpu-order: stage 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half
@@ -66,9 +67,9 @@ double TimeGraph(const std::function<int(cudaStream_t)>& body, cudaStream_t s, i
   return ms < 0 ? -1 : ms * 1e3 / reps;
 }
 
-void Report(const char* kind, int batch, long long context, const std::vector<Op>& ops,
-            const std::vector<const LayerWeights*>& layers, const std::vector<int>& index,
-            cudaStream_t s, int reps) {
+void Report(const char* mode, const char* kind, int batch, long long context,
+            const std::vector<Op>& ops, const std::vector<const LayerWeights*>& layers,
+            const std::vector<int>& index, cudaStream_t s, int reps) {
   const double n = static_cast<double>(layers.size());
   std::vector<double> us(ops.size());
   double floor_bytes = 0, flops = 0, sum_us = 0;
@@ -99,20 +100,24 @@ void Report(const char* kind, int batch, long long context, const std::vector<Op
                           n;
   const double floor_us = floor_bytes / kHbmBytesPerS * 1e6;
   std::printf(
-      "{\"layer\": \"%s\", \"batch\": %d, \"context\": %lld, \"layer_us\": %.1f, "
+      "{\"mode\": \"%s\", \"layer\": \"%s\", \"batch\": %d, \"context\": %lld, "
+      "\"layer_us\": %.1f, "
       "\"sum_of_kernels_us\": %.1f, \"must_read_mb\": %.1f, \"hbm_floor_us\": %.1f, "
       "\"of_hbm_floor\": %.3f, \"tflop_s\": %.2f, \"of_fp8_tensor_peak\": %.4f, \"kernels\": [",
-      kind, batch, context, layer_us, sum_us, floor_bytes / 1e6, floor_us, floor_us / layer_us,
-      flops / (layer_us * 1e-6) / 1e12, flops / (layer_us * 1e-6) / kFp8TensorFlops);
+      mode, kind, batch, context, layer_us, sum_us, floor_bytes / 1e6, floor_us,
+      floor_us / layer_us, flops / (layer_us * 1e-6) / 1e12,
+      flops / (layer_us * 1e-6) / kFp8TensorFlops);
   std::vector<size_t> order(ops.size());
   for (size_t k = 0; k < ops.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return us[x] > us[y]; });
   for (size_t i = 0; i < order.size(); ++i) {
     const Op& op = ops[order[i]];
     const double f = op.floor_bytes / kHbmBytesPerS * 1e6;
-    std::printf("%s{\"name\": \"%s\", \"us\": %.1f, \"floor_us\": %.1f, \"of_floor\": %.3f}",
-                i ? ", " : "", op.name.c_str(), us[order[i]], f,
-                us[order[i]] > 0 ? f / us[order[i]] : 0.0);
+    std::printf(
+        "%s{\"name\": \"%s\", \"us\": %.1f, \"floor_us\": %.1f, \"of_floor\": %.3f, "
+        "\"tflop_s\": %.1f}",
+        i ? ", " : "", op.name.c_str(), us[order[i]], f, us[order[i]] > 0 ? f / us[order[i]] : 0.0,
+        us[order[i]] > 0 ? op.flops / (us[order[i]] * 1e-6) / 1e12 : 0.0);
   }
   std::printf("]}\n");
   std::fflush(stdout);
@@ -123,7 +128,14 @@ void Report(const char* kind, int batch, long long context, const std::vector<Op
 int main(int argc, char** argv) {
   int layers = 0, reps = 5;
   deepinfer::bench::StepKernels step_kernels;
+#ifdef DEEPINFER_BENCH_PREFILL
+  // bench_prefill: the same layers, one sequence's chunk of tokens instead of a decode batch.
+  bool prefill = true;
+  std::vector<long long> batches = {8192}, contexts = {8192, 32768, 131072};
+#else
+  bool prefill = false;
   std::vector<long long> batches = {1, 8, 64, 256}, contexts = {4096, 32768, 131072};
+#endif
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--layers") {
@@ -134,6 +146,9 @@ int main(int argc, char** argv) {
       contexts = ParseList(value.c_str());
     } else if (flag == "--reps") {
       reps = std::atoi(value.c_str());
+    } else if (flag == "--prefill") {  // a chunk of N tokens of one sequence
+      prefill = true;
+      batches = {std::atoll(value.c_str())};
     } else if (flag == "--gemv-max-rows") {
       step_kernels.gemv_max_rows = std::atoi(value.c_str());
     } else if (flag == "--kernels" && (value == "production" || value == "cpu-order")) {
@@ -142,6 +157,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
     }
+  }
+  if (prefill && step_kernels.cpu_order) {
+    std::fprintf(stderr, "the cpu-order kernels read gathered rows: decode only\n");
+    return 2;
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -172,6 +191,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   step_kernels.gemm = &gemm;
+  deepinfer::kernels::Bf16GemmContext bf16;
+  if (bf16.Create() != 0) {
+    std::fprintf(stderr, "bench_decode: cuBLAS unavailable\n");
+    return 1;
+  }
+  step_kernels.bf16 = &bf16;
   for (long long batch : batches) {
     for (long long context : contexts) {
       for (bool csa : {true, false}) {
@@ -185,7 +210,7 @@ int main(int argc, char** argv) {
           }
         }
         const auto ops = DecodeStepOps(arena, csa, static_cast<int>(batch), context,
-                                       static_cast<int>(kind.size()), 7, step_kernels);
+                                       static_cast<int>(kind.size()), 7, step_kernels, prefill);
         if (ops.empty()) {
           std::printf(
               "{\"layer\": \"%s\", \"batch\": %lld, \"context\": %lld, \"skipped\": "
@@ -194,7 +219,8 @@ int main(int argc, char** argv) {
           continue;
         }
         cudaDeviceSynchronize();
-        Report(csa ? "csa" : "hca", static_cast<int>(batch), context, ops, kind, index, s, reps);
+        Report(prefill ? "prefill" : "decode", csa ? "csa" : "hca", static_cast<int>(batch),
+               context, ops, kind, index, s, reps);
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 
 namespace deepinfer::bench {
@@ -75,14 +76,16 @@ struct Op {
 struct StepKernels {
   bool cpu_order = false;
   kernels::Fp8GemmContext* gemm = nullptr;
-  int gemv_max_rows = 2;  // dense FP8 products of more rows take the GEMM
+  int gemv_max_rows = 2;                     // dense FP8 products of more rows take the GEMM
+  kernels::Bf16GemmContext* bf16 = nullptr;  // bf16 products of more than 8 rows
 };
 
 /// The decode step of `batch` sequences at `context` tokens for a layer of the given kind, with
-/// its activations and per-layer cache allocated from `arena` for `layers` layer copies.
-/// Returns an empty list when the arena is full.
+/// its activations and per-layer cache allocated from `arena` for `layers` layer copies; with
+/// `prefill`, instead a chunk of `batch` tokens of one sequence ending at `context` (one shared
+/// cache; production kernels only). Returns an empty list when the arena is full.
 std::vector<Op> DecodeStepOps(DeviceArena& arena, bool csa, int batch, int64_t context, int layers,
-                              uint32_t seed, StepKernels kernels);
+                              uint32_t seed, StepKernels kernels, bool prefill);
 
 /// Random fills on the device.
 void FillBytes(uint8_t* p, size_t n, uint32_t seed, uint8_t and_mask, uint8_t or_mask);

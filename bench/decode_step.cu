@@ -7,6 +7,7 @@
 
 #include "bench/decode_layer.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
 #include "kernels/linear_bf16.h"
@@ -51,7 +52,7 @@ constexpr double kCacheRowBytes = 584, kIndexKeyBytes = 132;
 }  // namespace
 
 std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, int layers,
-                              uint32_t seed, StepKernels k) {
+                              uint32_t seed, StepKernels k, bool prefill) {
   const int64_t flat = kHc * kHidden, qdim = kHeads * kHeadDim;
   const int64_t n_rows = kWindow + (csa ? std::min(kIndexTopK, context / 4) : context / 128);
   const int64_t n_keys = csa ? context / 4 : 0;
@@ -60,7 +61,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   uint8_t* xq = Take<uint8_t>(a, Bp * kOGroups * kOLora);
   float* xs = Take<float>(a, kernels::Fp8ActScaleCount(Bp, kOGroups * kOLora));
   float* hc_scratch = Take<float>(a, Bp * (kHcMix + 1) * kernels::kHyperSlices);
-  const int max_splits = 64;
+  // Attention splits a query's rows over blocks only while there are too few queries to fill
+  // the GPU; the scratch is sized for that.
+  const int max_splits = static_cast<int>(std::clamp<int64_t>((264 + 4 * B - 1) / (4 * B), 1, 64));
+  uint16_t* split = Take<uint16_t>(a, 2 * Bp * kHidden);  // the bf16 GEMM's activation terms
   float* attn_scratch = Take<float>(a, kernels::MqaDecodeScratch(B, kHeads, kHeadDim, max_splits));
   float *streams = Take<float>(a, Bp * flat), *streams2 = Take<float>(a, Bp * flat);
   float *post = Take<float>(a, Bp * kHc), *comb = Take<float>(a, Bp * kHc * kHc);
@@ -111,16 +115,36 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   }
   auto* d_up = Take<kernels::ExpertGroup>(a, up_groups.size());
   auto* d_down = Take<kernels::ExpertGroup>(a, down_groups.size());
-  // The cache each layer copy reads: gathered attention rows (fp32 in stage 1) and index keys.
+  // The cache each layer copy reads (fp32 rows in stage 1). Decode: each sequence's attention
+  // rows gathered per query, and its own index keys. Prefill (one sequence): a pool of the
+  // chunk's window rows and the sequence's compressed rows that every token indexes into, and
+  // one set of index keys.
+  const int64_t compressed = csa ? context / 4 : context / 128;
+  const int64_t pool_rows = prefill ? B + compressed : B * n_rows;
+  const int64_t key_rows = prefill ? n_keys : B * n_keys;
   std::vector<float*> rows(layers), keys(layers);
   for (int l = 0; l < layers; ++l) {
-    rows[l] = Take<float>(a, B * n_rows * kHeadDim);
-    keys[l] = Take<float>(a, std::max<int64_t>(1, B * n_keys * kIndexDim));
+    rows[l] = Take<float>(a, pool_rows * kHeadDim);
+    keys[l] = Take<float>(a, std::max<int64_t>(1, key_rows * kIndexDim));
     if (!rows[l] || !keys[l]) return {};
-    FillFloats(rows[l], B * n_rows * kHeadDim, seed + l, 1.0f);
-    FillFloats(keys[l], B * n_keys * kIndexDim, seed + 7 * l, 1.0f);
+    FillFloats(rows[l], pool_rows * kHeadDim, seed + l, 1.0f);
+    FillFloats(keys[l], key_rows * kIndexDim, seed + 7 * l, 1.0f);
   }
-  if (!streams2 || !d_up || !d_down || !py || !offsets || !pq || !ps || !attn_scratch) return {};
+  int32_t* row_index = nullptr;
+  if (prefill) {  // window: earlier tokens of the chunk; then the selected compressed rows
+    std::vector<int32_t> index(B * n_rows);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t e = 0; e < n_rows; ++e) {
+        index[b * n_rows + e] = static_cast<int32_t>(
+            e < kWindow ? rng() % B : B + (csa ? rng() % compressed : e - kWindow));
+      }
+    }
+    row_index = Take<int32_t>(a, index.size());
+    if (!row_index) return {};
+    cudaMemcpy(row_index, index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
+  }
+  if (!streams2 || !d_up || !d_down || !py || !offsets || !pq || !ps || !attn_scratch || !split)
+    return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
   std::vector<int64_t> hpos(B, context - 1), hoff(B + 1);
@@ -149,6 +173,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return kernels::Fp8BlockGemm(*k.gemm, w.w + out_begin * w.in,
                                  w.scale_f32 + (out_begin / 128) * kernels::Fp8WeightScaleLd(w.in),
                                  out, w.in, xq, xs, B, y, s);
+  };
+  const auto bf16 = [=](const Bf16Weight& w, const float* in, float* y, cudaStream_t s) {
+    if (k.cpu_order || !k.bf16 || B <= 8) return Bf16Rows(w, in, B, y, s);
+    return kernels::Bf16Gemm(*k.bf16, w.w, w.out, w.in, in, B, split, y, s);
   };
   const auto norm = [=](const float* in, const float* weight, int64_t rows, int64_t dim, float* y,
                         cudaStream_t s) {
@@ -190,37 +218,38 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   });
   const double cb = 2.0 * (csa ? 4 : 2) * kHeadDim * kHidden;
   add("compressor", cb, cb * reread, cb * B,
-      [=](L l, int, cudaStream_t s) { return Bf16Rows(l.compressor, xn, B, comp, s); });
+      [=](L l, int, cudaStream_t s) { return bf16(l.compressor, xn, comp, s); });
   if (csa) {
     const double ib = kIndexHeads * kIndexDim * kQLora + 2.0 * (512 + 64) * kHidden;
     const double iflops = 2.0 * B * (kIndexHeads * kIndexDim * kQLora + (512 + 64) * kHidden);
     add("indexer_proj", ib, ib * reread, iflops, [=](L l, int, cudaStream_t s) {
       if (const int e = dense(l.index_wq_b, 0, l.index_wq_b.out, qlat, iq, s)) return e;
-      if (const int e = Bf16Rows(l.index_compressor, xn, B, icomp, s)) return e;
-      return Bf16Rows(l.index_weights, xn, B, iw, s);
+      if (const int e = bf16(l.index_compressor, xn, icomp, s)) return e;
+      return bf16(l.index_weights, xn, iw, s);
     });
-    add("indexer_scores", B * n_keys * kIndexKeyBytes, B * n_keys * 4.0 * kIndexDim,
+    add("indexer_scores", key_rows * kIndexKeyBytes, B * n_keys * 4.0 * kIndexDim,
         2.0 * B * n_keys * kIndexHeads * kIndexDim, [=](L, int li, cudaStream_t s) {
           if (!k.cpu_order) {
-            return kernels::IndexerScoresBatch(iq, iw, B, kIndexHeads, keys[li], n_keys * kIndexDim,
-                                               n_keys, scores, s);
+            return kernels::IndexerScoresBatch(iq, iw, B, kIndexHeads, keys[li],
+                                               prefill ? 0 : n_keys * kIndexDim, n_keys, scores, s);
           }
           for (int b = 0; b < B; ++b) {
             const int e = kernels::IndexerScores(
                 iq + b * kIndexHeads * kIndexDim, iw + b * kIndexHeads, kIndexHeads, kIndexDim,
-                keys[li] + b * n_keys * kIndexDim, n_keys, scores + b * n_keys, s);
+                keys[li] + (prefill ? 0 : b * n_keys * kIndexDim), n_keys, scores + b * n_keys, s);
             if (e) return e;
           }
           return 0;
         });
   }
-  add("attention", B * n_rows * kCacheRowBytes, B * n_rows * 4.0 * kHeadDim,
+  add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes, B * n_rows * 4.0 * kHeadDim,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
-        const int e = k.cpu_order
-                          ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim,
-                                                     l.sinks, 0.044194f, o, s, n_rows)
-                          : kernels::MqaDecode(q, rows[li], offsets, B, kHeads, kHeadDim, l.sinks,
-                                               0.044194f, n_rows, max_splits, attn_scratch, o, s);
+        const int e =
+            k.cpu_order
+                ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim, l.sinks,
+                                           0.044194f, o, s, n_rows)
+                : kernels::MqaDecode(q, rows[li], row_index, offsets, B, kHeads, kHeadDim, l.sinks,
+                                     0.044194f, n_rows, max_splits, attn_scratch, o, s);
         if (e) return e;
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
       });
@@ -258,7 +287,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   });
   const double gb = 2.0 * kExperts * kHidden;
   add("gate", gb, gb * reread, gb * B,
-      [=](L l, int, cudaStream_t s) { return Bf16Rows(l.gate, xn, B, logits, s); });
+      [=](L l, int, cudaStream_t s) { return bf16(l.gate, xn, logits, s); });
   const double sb = 3.0 * kMoeInter * kHidden;
   add("shared_expert", sb, sb * reread, 2.0 * B * sb, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;

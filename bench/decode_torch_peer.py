@@ -1,4 +1,4 @@
-"""The peer for bench_decode: the same V4-Flash decode step of one layer through PyTorch ops.
+"""The peer for bench_decode and bench_prefill: the same V4-Flash step of one layer in PyTorch ops.
 
 Run on the GPU host (torch is there) in the same call as bench_decode, e.g.
     source gpu-bundle/env.sh && bench_decode && python3 bench/decode_torch_peer.py
@@ -41,8 +41,8 @@ def rope(x, cos, sin, inverse=False):
 
 
 class Layer:
-    def __init__(self, csa, batch, context):
-        self.csa, self.B, self.P = csa, batch, context
+    def __init__(self, csa, batch, context, prefill=False):
+        self.csa, self.B, self.P, self.prefill = csa, batch, context, prefill
         self.hc_fn = [w(24, HC * H, dtype=torch.float32) for _ in range(2)]
         self.hc_base, self.hc_scale = torch.randn(24, device=dev), torch.randn(3, device=dev)
         self.norm = torch.ones(H, device=dev, dtype=bf)
@@ -54,10 +54,19 @@ class Layer:
         self.experts = [w(E, INTER, H), w(E, INTER, H), w(E, H, INTER)]
         self.sinks = torch.randn(HEADS, device=dev)
         n_rows = WIN + (min(ITOP, context // 4) if csa else context // 128)
-        self.rows = torch.randn(batch, n_rows, D, device=dev, dtype=bf)
+        if prefill:  # one sequence: a pool of rows every token indexes into, as bench_prefill
+            compressed = context // 4 if csa else context // 128
+            self.pool = torch.randn(batch + compressed, D, device=dev, dtype=bf)
+            window = torch.randint(0, batch, (batch, WIN), device=dev)
+            chosen = (torch.randint(0, compressed, (batch, n_rows - WIN), device=dev) if csa else
+                      torch.arange(compressed, device=dev).expand(batch, compressed))
+            self.index = torch.cat((window, batch + chosen), 1)
+        else:
+            self.rows = torch.randn(batch, n_rows, D, device=dev, dtype=bf)
         if csa:
             self.iwq_b, self.icomp, self.iwp = w(IH * ID, QL), w(4 * ID, H), w(IH, H)
-            self.keys = torch.randn(batch, context // 4, ID, device=dev, dtype=bf)
+            self.keys = torch.randn(1 if prefill else batch, context // 4, ID, device=dev,
+                                    dtype=bf)
         ang = (context - 1) * torch.rand(ROPE // 2, device=dev)
         self.cos, self.sin = ang.cos(), ang.sin()
         self.streams = torch.randn(batch, HC, H, device=dev, dtype=bf)
@@ -91,12 +100,12 @@ class Layer:
         q = rope(rms(F.linear(qlat, self.wq_b).view(B, HEADS, D)), self.cos, self.sin)
         kv = rope(rms(F.linear(xn, self.wkv)), self.cos, self.sin)
         comp = F.linear(xn, self.comp)
-        rows = self.rows
+        rows = self.pool[self.index] if self.prefill else self.rows
         if self.csa:
             iq = F.linear(qlat, self.iwq_b).view(B, IH, ID)
             icomp = F.linear(xn, self.icomp)
             iw = F.linear(xn, self.iwp)
-            scores = torch.einsum("bhd,bkd->bhk", iq, self.keys).relu()
+            scores = torch.einsum("bhd,bkd->bhk", iq, self.keys.expand(B, -1, -1)).relu()
             scores = (scores * iw.unsqueeze(-1)).sum(1)
             # The selection; the rows it selects are given gathered, as they are to ours.
             scores.topk(min(ITOP, self.P // 4), -1)
@@ -153,21 +162,27 @@ def main():
     ap.add_argument("--batches", default="1,8,64,256")
     ap.add_argument("--contexts", default="4096,32768,131072")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--prefill", type=int, default=0,
+                    help="a chunk of N tokens of one sequence (bench_prefill's peer)")
     args = ap.parse_args()
     torch.manual_seed(1)
-    for batch in map(int, args.batches.split(",")):
+    batches = [args.prefill] if args.prefill else map(int, args.batches.split(","))
+    for batch in batches:
         for context in map(int, args.contexts.split(",")):
             for csa in (True, False):
                 kind = "csa" if csa else "hca"
+                mode = "prefill" if args.prefill else "decode"
                 try:
                     with torch.no_grad():
-                        layer = Layer(csa, batch, context)
+                        layer = Layer(csa, batch, context, prefill=args.prefill > 0)
                         us = time_us(layer.step, args.reps)
-                    print(json.dumps({"peer": "torch_bf16_ops", "layer": kind, "batch": batch,
-                                      "context": context, "layer_us": round(us, 1)}), flush=True)
+                    print(json.dumps({"peer": "torch_bf16_ops", "mode": mode, "layer": kind,
+                                      "batch": batch, "context": context,
+                                      "layer_us": round(us, 1)}), flush=True)
                 except torch.OutOfMemoryError:
-                    print(json.dumps({"peer": "torch_bf16_ops", "layer": kind, "batch": batch,
-                                      "context": context, "skipped": "out of memory"}), flush=True)
+                    print(json.dumps({"peer": "torch_bf16_ops", "mode": mode, "layer": kind,
+                                      "batch": batch, "context": context,
+                                      "skipped": "out of memory"}), flush=True)
                 layer = None
                 torch.cuda.empty_cache()
 

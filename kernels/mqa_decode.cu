@@ -17,8 +17,8 @@ constexpr int kSmemFloats = kHeadsPerBlock * kDim + kTile * kPad + kHeadsPerBloc
 // output per head.
 __global__ void __launch_bounds__(kThreads)
     MqaSplitKernel(const float* __restrict__ q, const float* __restrict__ rows,
-                   const int64_t* __restrict__ offsets, int heads, float scale, int splits,
-                   float* __restrict__ partial) {
+                   const int32_t* __restrict__ row_index, const int64_t* __restrict__ offsets,
+                   int heads, float scale, int splits, float* __restrict__ partial) {
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);  // [16][512]
   float* ks = qs + kHeadsPerBlock * kDim;       // [32][516]
@@ -46,7 +46,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x; i < kTile * kDim / 4; i += kThreads) {
       const int r = i / (kDim / 4), c = i % (kDim / 4);
       float4 v = make_float4(0, 0, 0, 0);
-      if (tile + r < end) v = reinterpret_cast<const float4*>(base + (tile + r) * kDim)[c];
+      if (tile + r < end) {
+        const float* row =
+            row_index ? rows + static_cast<int64_t>(row_index[offsets[t] + tile + r]) * kDim
+                      : base + (tile + r) * kDim;
+        v = reinterpret_cast<const float4*>(row)[c];
+      }
       reinterpret_cast<float4*>(ks + r * kPad)[c] = v;
     }
     __syncthreads();
@@ -134,9 +139,9 @@ int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_spl
   return n_queries * max_splits * heads * (head_dim + 2);
 }
 
-int MqaDecode(const float* q, const float* rows, const int64_t* offsets, int64_t n_queries,
-              int heads, int head_dim, const float* sinks, float scale, int64_t max_rows,
-              int max_splits, float* scratch, float* o, void* stream) {
+int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const int64_t* offsets,
+              int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
+              int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
   if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -152,7 +157,7 @@ int MqaDecode(const float* q, const float* rows, const int64_t* offsets, int64_t
   if (attr != cudaSuccess) return static_cast<int>(attr);
   auto s = static_cast<cudaStream_t>(stream);
   MqaSplitKernel<<<dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads,
-                   smem, s>>>(q, rows, offsets, heads, scale, splits, scratch);
+                   smem, s>>>(q, rows, row_index, offsets, heads, scale, splits, scratch);
   MqaCombineKernel<<<dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s>>>(
       scratch, heads, splits, sinks, o);
   return static_cast<int>(cudaGetLastError());

@@ -51,6 +51,48 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) out[(blockIdx.x * (mix + 1) + k) * kHyperSlices + blockIdx.z] = s;
 }
 
+// Many rows (prefill, large batches): block r takes kRowsPerBlock rows and forms all their
+// dots from one read of each row, so the mixing weights are read once per kRowsPerBlock rows
+// from L2 instead of each row being read (2 + N) * N + 1 times from HBM. The result goes to
+// slice 0 of the scratch (the other slices zero) so the collapse kernel reads it unchanged.
+constexpr int kRowsPerBlock = 4;
+template <int N>
+__global__ void __launch_bounds__(kThreads)
+    HyperRowDotsKernel(const float* fn, const float* streams, int64_t rows, int64_t flat,
+                       float* out) {
+  constexpr int kMix = (2 + N) * N;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock;
+  float acc[kRowsPerBlock][kMix + 1] = {};
+  for (int64_t i = threadIdx.x; i < flat / 4; i += kThreads) {
+    float4 x[kRowsPerBlock];
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r) {
+      x[r] = row0 + r < rows ? reinterpret_cast<const float4*>(streams + (row0 + r) * flat)[i]
+                             : make_float4(0, 0, 0, 0);
+      acc[r][kMix] += x[r].x * x[r].x + x[r].y * x[r].y + x[r].z * x[r].z + x[r].w * x[r].w;
+    }
+#pragma unroll
+    for (int k = 0; k < kMix; ++k) {
+      const float4 w = reinterpret_cast<const float4*>(fn + k * flat)[i];
+#pragma unroll
+      for (int r = 0; r < kRowsPerBlock; ++r) {
+        acc[r][k] += x[r].x * w.x + x[r].y * w.y + x[r].z * w.z + x[r].w * w.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerBlock; ++r) {
+#pragma unroll
+    for (int k = 0; k <= kMix; ++k) {
+      const float sum = BlockSum(acc[r][k]);
+      if (row0 + r < rows && threadIdx.x < kHyperSlices) {
+        out[((row0 + r) * (kMix + 1) + k) * kHyperSlices + threadIdx.x] =
+            threadIdx.x == 0 ? sum : 0.0f;
+      }
+    }
+  }
+}
+
 // Block (row, chunk): thread 0 turns the row's dots into pre/post/comb (Sinkhorn on N x N is a
 // few hundred flops, cheaper to redo per block than to launch for; N is a template argument so
 // the matrix lives in registers), then the collapse.
@@ -163,8 +205,14 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const int mix = (2 + n) * n;
-  HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices), kThreads, 0, s>>>(
-      w.fn, streams, n * dim, mix, scratch);
+  if (rows >= 64 && n == 4) {  // V4's four streams; other widths take the sliced path
+    HyperRowDotsKernel<4>
+        <<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, s>>>(
+            w.fn, streams, rows, n * dim, scratch);
+  } else {
+    HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices), kThreads, 0, s>>>(
+        w.fn, streams, n * dim, mix, scratch);
+  }
   switch (n) {
     case 1:
       LaunchCollapse<1>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,

@@ -57,8 +57,9 @@ TEST_F(DecodeKernelsGpuTest, RmsNormAndHyperPre) {
     ExpectClose(dy.ToHost(), want, 1e-5f, "RmsNormFast");
   }
   const int n = 4;
-  for (int64_t dim : {64, 300, 4096}) {
-    const int64_t rows = 3, flat = n * dim, mix = (2 + n) * n;
+  // Three rows take the sliced reductions, 70 the row-blocked ones (the last block partial).
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{3, 64}, {3, 300}, {3, 4096}, {70, 256}}) {
+    const int64_t flat = n * dim, mix = (2 + n) * n;
     const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
     const auto streams = Random(rows * flat);
     std::vector<float> post(rows * n), comb(rows * n * n), col(rows * dim);
@@ -124,11 +125,29 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeMatchesSparseAttention) {
     auto scratch =
         DeviceVector<float>::Poisoned(kernels::MqaDecodeScratch(nq, heads, dim, max_splits));
     auto out = DeviceVector<float>::Poisoned(q.size());
-    ASSERT_EQ(kernels::MqaDecode(dq.get(), dr.get(), doff.get(), nq, heads, dim, ds.get(),
+    ASSERT_EQ(kernels::MqaDecode(dq.get(), dr.get(), nullptr, doff.get(), nq, heads, dim, ds.get(),
                                  0.044194f, 1153, max_splits, scratch.get(), out.get(), nullptr),
               0);
     ExpectClose(out.ToHost(), want, 1e-5f, "MqaDecode");
   }
+  // The same rows through an index into a shared pool: the pool is the gathered rows in reverse
+  // order, so every index differs from its position.
+  const int64_t total = offsets.back();
+  std::vector<float> pool(rows.size());
+  std::vector<int32_t> index(total);
+  for (int64_t e = 0; e < total; ++e) {
+    std::copy_n(&rows[e * dim], dim, &pool[(total - 1 - e) * dim]);
+    index[e] = static_cast<int32_t>(total - 1 - e);
+  }
+  DeviceVector<float> dq(q), dpool(pool), ds(sinks);
+  DeviceVector<int32_t> didx(index);
+  DeviceVector<int64_t> doff(offsets);
+  auto scratch = DeviceVector<float>::Poisoned(kernels::MqaDecodeScratch(nq, heads, dim, 8));
+  auto out = DeviceVector<float>::Poisoned(q.size());
+  ASSERT_EQ(kernels::MqaDecode(dq.get(), dpool.get(), didx.get(), doff.get(), nq, heads, dim,
+                               ds.get(), 0.044194f, 1153, 8, scratch.get(), out.get(), nullptr),
+            0);
+  ExpectClose(out.ToHost(), want, 1e-5f, "MqaDecode indexed");
 }
 
 }  // namespace
