@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/expert_fp4.h"
+#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -108,9 +109,7 @@ __device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const uint8
   for (int r = 0; r < Rows; ++r) {
 #pragma unroll
     for (int j = 0; j < Outs; ++j) {
-      float v = acc[j][r];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const float v = WarpSum(acc[j][r]);
       if (lane == 0 && o0 + j < out) y[group.y_row[r] * out + o0 + j] = v;
     }
   }

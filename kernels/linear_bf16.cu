@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/linear_bf16.h"
+#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -57,9 +58,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   for (int r = 0; r < Rows; ++r) {
 #pragma unroll
     for (int j = 0; j < Outs; ++j) {
-      float v = acc[j][r];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const float v = WarpSum(acc[j][r]);
       if (lane == 0 && o0 + j < out) y[r * out + o0 + j] = v;
     }
   }

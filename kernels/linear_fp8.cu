@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/linear_fp8.h"
+#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -68,9 +69,7 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
   }
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
-    float v = acc[r];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    const float v = WarpSum(acc[r]);
     if (lane == 0) y[r * out + o] = v;
   }
 }
@@ -152,9 +151,7 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
   for (int j = 0; j < Outs; ++j) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
-      float v = acc[j][r];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const float v = WarpSum(acc[j][r]);
       if (lane == 0 && o0 + j < out) y[r * out + o0 + j] = v;
     }
   }

@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/norm_fast.h"
+#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -9,7 +10,7 @@ constexpr int kThreads = 256;
 
 __device__ float BlockSum(float v) {
   __shared__ float partial[kThreads / 32];
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  v = WarpSum(v);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
   __syncthreads();
   float s = 0;
@@ -93,6 +94,20 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One Sinkhorn half-step: every row (Rows) or every column of C divided by its sum + eps.
+template <int N, bool Rows>
+__device__ __forceinline__ void Normalize(float (&C)[N][N], float eps) {
+#pragma unroll
+  for (int a = 0; a < N; ++a) {
+    float s = 0;
+#pragma unroll
+    for (int b = 0; b < N; ++b) s += Rows ? C[a][b] : C[b][a];
+    const float r = 1.0f / (s + eps);
+#pragma unroll
+    for (int b = 0; b < N; ++b) (Rows ? C[a][b] : C[b][a]) *= r;
+  }
+}
+
 // Block (row, chunk): thread 0 turns the row's dots into pre/post/comb (Sinkhorn on N x N is a
 // few hundred flops, cheaper to redo per block than to launch for; N is a template argument so
 // the matrix lives in registers), then the collapse.
@@ -140,26 +155,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < N; ++j) C[i][j] = C[i][j] * r + hc_eps;
       }
       for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {
-        if (it > 0) {
-#pragma unroll
-          for (int i = 0; i < N; ++i) {
-            float s = 0;
-#pragma unroll
-            for (int j = 0; j < N; ++j) s += C[i][j];
-            const float r = 1.0f / (s + hc_eps);
-#pragma unroll
-            for (int j = 0; j < N; ++j) C[i][j] *= r;
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          float s = 0;
-#pragma unroll
-          for (int i = 0; i < N; ++i) s += C[i][j];
-          const float r = 1.0f / (s + hc_eps);
-#pragma unroll
-          for (int i = 0; i < N; ++i) C[i][j] *= r;
-        }
+        if (it > 0) Normalize<N, true>(C, hc_eps);
+        Normalize<N, false>(C, hc_eps);
       }
 #pragma unroll
       for (int i = 0; i < N; ++i) {
@@ -178,10 +175,17 @@ __global__ void __launch_bounds__(kThreads)
   collapsed[row * dim + c] = s;
 }
 
+// The collapse kernel instantiated for n = N, or the next N up to 6.
 template <int N>
-void LaunchCollapse(HyperWeights w, const float* streams, const float* dots, int64_t rows,
+void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* dots, int64_t rows,
                     int64_t dim, float norm_eps, float hc_eps, int iters, float* post, float* comb,
                     float* collapsed, cudaStream_t s) {
+  if constexpr (N < 6) {
+    if (n != N) {
+      return LaunchCollapse<N + 1>(n, w, streams, dots, rows, dim, norm_eps, hc_eps, iters, post,
+                                   comb, collapsed, s);
+    }
+  }
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((dim + kThreads - 1) / kThreads));
   HyperCollapseKernel<N><<<grid, kThreads, 0, s>>>(w, streams, dots, dim, norm_eps, hc_eps, iters,
@@ -213,31 +217,8 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
     HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices), kThreads, 0, s>>>(
         w.fn, streams, n * dim, mix, scratch);
   }
-  switch (n) {
-    case 1:
-      LaunchCollapse<1>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-      break;
-    case 2:
-      LaunchCollapse<2>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-      break;
-    case 3:
-      LaunchCollapse<3>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-      break;
-    case 4:
-      LaunchCollapse<4>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-      break;
-    case 5:
-      LaunchCollapse<5>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-      break;
-    default:
-      LaunchCollapse<6>(w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post,
-                        comb, collapsed, s);
-  }
+  LaunchCollapse<1>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post, comb,
+                    collapsed, s);
   return static_cast<int>(cudaGetLastError());
 }
 

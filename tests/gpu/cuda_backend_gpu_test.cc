@@ -14,10 +14,13 @@
 #include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "kernels/cuda_available.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
+
+using testing::ExpectClose;
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -34,14 +37,6 @@ class CudaBackendTest : public ::testing::Test {
     return v;
   }
   static std::vector<float> Poisoned(size_t n) { return std::vector<float>(n, std::nanf("")); }
-  // |a - b| <= tol * (1 + |b|) everywhere.
-  static void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float tol,
-                          const char* what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << " at " << i;
-    }
-  }
   std::mt19937 rng_{std::random_device{}()};
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
   std::unique_ptr<Backend> gpu_;

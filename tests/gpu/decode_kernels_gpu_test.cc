@@ -16,10 +16,12 @@
 #include "kernels/indexer.h"
 #include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
-#include "tests/gpu/device_vector.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace deepinfer {
 namespace {
+
+using testing::ExpectClose;
 
 using testing::DeviceVector;
 
@@ -33,14 +35,6 @@ class DecodeKernelsGpuTest : public ::testing::Test {
     std::vector<float> v(n);
     for (float& x : v) x = u(rng_);
     return v;
-  }
-  // |a - b| <= tol * (1 + |b|) everywhere.
-  static void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float tol,
-                          const char* what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << " at " << i;
-    }
   }
   std::mt19937 rng_{std::random_device{}()};
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);

@@ -1,7 +1,9 @@
-// A device copy of a host vector for the GPU tests: upload, download, freed on scope exit.
+// Helpers of the GPU tests: a device copy of a host vector (upload, download, freed on scope
+// exit) and the element-wise comparison they share.
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
@@ -41,5 +43,14 @@ class DeviceVector {
   T* ptr_ = nullptr;
   size_t size_ = 0;
 };
+
+/// |got - want| <= tol * (1 + |want|) everywhere (tol 0: bit for bit, NaN never passes).
+inline void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                        const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i]))) << what << " at " << i;
+  }
+}
 
 }  // namespace deepinfer::testing
