@@ -255,22 +255,24 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
       });
   const double wo_a = kOGroups * kOLora * (qdim / kOGroups) * 1.0;
   add("wo_a", wo_a, wo_a * reread, 2.0 * B * wo_a, [=](L l, int, cudaStream_t s) {
-    // Group g's heads are o's columns [4096 g, 4096 g + 4096): read group-major here (a layout
-    // the attention kernel will write in stage 2).
-    // Up to 8 rows one grouped GEMV launch beats eight GEMMs with their activation quantisation
-    // (H200: 45 against 127 µs at 8 rows).
+    // Group g's heads are columns [4096 g, 4096 g + 4096) of each token's attention output; its
+    // 1,024 outputs are columns [1024 g, 1024 g + 1024) of z, which wo_b reads row by row. Up to
+    // 8 rows one grouped GEMV launch beats eight GEMMs with their activation quantisation (H200:
+    // 45 against 127 µs at 8 rows).
+    const int64_t in = qdim / kOGroups;
     if (B <= 8 || k.cpu_order || !k.gemm) {
       for (int r = 0; r < B; r += 8) {
         const int e = kernels::Fp8BlockGemvGrouped(
-            l.wo_a.w, l.wo_a.scale, kOGroups, kOLora, qdim / kOGroups, o + r * (qdim / kOGroups),
-            Bp * (qdim / kOGroups), std::min(8, B - r), z + r * kOLora, Bp * kOLora, s);
+            l.wo_a.w, l.wo_a.scale, kOGroups, kOLora, in, o + r * qdim, in, qdim,
+            std::min(8, B - r), z + r * kOGroups * kOLora, kOLora, kOGroups * kOLora, s);
         if (e) return e;
       }
       return 0;
     }
+    // The GEMM takes contiguous rows: here o and z are read and written group-major, the same
+    // bytes and FLOPs (a strided GEMM operand is the stage-2 form).
     for (int g = 0; g < kOGroups; ++g) {
-      const int e =
-          dense(l.wo_a, g * kOLora, kOLora, o + g * Bp * (qdim / kOGroups), z + g * Bp * kOLora, s);
+      const int e = dense(l.wo_a, g * kOLora, kOLora, o + g * Bp * in, z + g * Bp * kOLora, s);
       if (e) return e;
     }
     return 0;

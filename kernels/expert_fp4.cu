@@ -1,6 +1,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/expert_fp4.h"
 #include "kernels/warp_sum.cuh"
 
@@ -8,6 +10,7 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxGridY = 65535;
 
 __device__ __forceinline__ float E8M0(uint32_t e) {
   return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
@@ -151,10 +154,13 @@ void LaunchRows(const uint8_t* const* weights, const uint8_t* const* scales, int
                 int64_t in, const ExpertGroup* groups, int n_groups, const float* x, float* y,
                 cudaStream_t stream) {
   const int64_t per_block = kWarpsPerBlock * Outs;
-  const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
-                  static_cast<unsigned>(n_groups));
-  Fp4ExpertKernel<Outs, MaxRows>
-      <<<grid, kWarpsPerBlock * 32, 0, stream>>>(weights, scales, out, in, groups, x, y);
+  // Groups run along grid.y, which holds at most 65,535: larger counts take several launches.
+  for (int first = 0; first < n_groups; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
+                    static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
+    Fp4ExpertKernel<Outs, MaxRows>
+        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(weights, scales, out, in, groups + first, x, y);
+  }
 }
 
 template <int Outs>

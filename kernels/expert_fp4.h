@@ -32,7 +32,8 @@ int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, i
 /// The same products on tensor cores for the reference numerics, where activations are FP8:
 /// xq [x_rows, in] e4m3 with x_scale [in / 128, x_rows] (QuantizeActFp8's layout, kernels/
 /// gemm_fp8.h; x_rows its padded row count), group rows index xq's rows. Every group's rows <= 8
-/// (the mma's N). Products of each 32-weight block are exact and summed in fp32 by the mma, then
+/// (the mma's N; a group with more writes nothing). Products of each 32-weight block are exact,
+/// accumulated by the mma (gpu_tests bound the result at 1e-5 of the products' magnitudes), then
 /// scaled by the weight's and the activation's block scales. in % 128 == 0.
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,

@@ -2,24 +2,28 @@
 // m16n8k32 (e4m3), one warp per 16 output rows and group of up to 8 tokens (the mma's N).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/expert_fp4.h"
 
 namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int kMaxGridY = 65535;
 
 // Eight e2m1 nibbles (one 32-bit word, weight 0 lowest) as two registers of four e4m3 bytes:
 // the even weights (0, 2, 4, 6) and the odd ones. Placing e2m1's exponent and mantissa bits at
-// e4m3's bits 4..2 gives exactly 2^-6 times the value, subnormal 0.5 included (folded into the
-// scale); the sign moves to bit 7. Seven integer instructions per eight weights.
+// e4m3's bits 4..2 gives exactly 2^-6 times the value, subnormal 0.5 included (the 2^6 is
+// applied once to the result); the sign moves to bit 7. Seven integer instructions per eight
+// weights.
 __device__ __forceinline__ void Fp4ToE4m3(uint32_t w, uint32_t* even, uint32_t* odd) {
   *even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);
   *odd = (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu);
 }
 
-__device__ __forceinline__ float ScaleTimes64(uint32_t e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127 + 6);
+__device__ __forceinline__ float E8M0(uint32_t e) {
+  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
 }
 
 __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -49,6 +53,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
   if (o0 >= out) return;
   const int rows = group.rows;
+  if (rows > kExpertGroupRows) return;  // malformed: written nowhere, as by the CUDA-core GEMV
   const int64_t blocks = in / 32;
   const uint8_t* w = weights[group.expert];
   const uint8_t* s = scales[group.expert];
@@ -75,21 +80,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     float d[4];
     Mma(d, a0, a1, a2, a3, b0, b1);
-    const float ws_lo = ScaleTimes64(__ldg(s_lo + j)), ws_hi = ScaleTimes64(__ldg(s_hi + j));
+    const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
     const float xs0 = __ldg(x_scale + (j / 4) * x_rows + r0);
     const float xs1 = __ldg(x_scale + (j / 4) * x_rows + r1);
-    acc[0] += d[0] * (ws_lo * xs0);
-    acc[1] += d[1] * (ws_lo * xs1);
-    acc[2] += d[2] * (ws_hi * xs0);
-    acc[3] += d[3] * (ws_hi * xs1);
+    // (d * xs) * ws: no product of two small scales underflows before d brings it back.
+    acc[0] += d[0] * xs0 * ws_lo;
+    acc[1] += d[1] * xs1 * ws_lo;
+    acc[2] += d[2] * xs0 * ws_hi;
+    acc[3] += d[3] * xs1 * ws_hi;
   }
   if (n0 < rows) {
-    if (o0 + g < out) y[group.y_row[n0] * out + o0 + g] = acc[0];
-    if (o0 + g + 8 < out) y[group.y_row[n0] * out + o0 + g + 8] = acc[2];
+    if (o0 + g < out) y[group.y_row[n0] * out + o0 + g] = acc[0] * 64.0f;
+    if (o0 + g + 8 < out) y[group.y_row[n0] * out + o0 + g + 8] = acc[2] * 64.0f;
   }
   if (n1 < rows) {
-    if (o0 + g < out) y[group.y_row[n1] * out + o0 + g] = acc[1];
-    if (o0 + g + 8 < out) y[group.y_row[n1] * out + o0 + g + 8] = acc[3];
+    if (o0 + g < out) y[group.y_row[n1] * out + o0 + g] = acc[1] * 64.0f;
+    if (o0 + g + 8 < out) y[group.y_row[n1] * out + o0 + g + 8] = acc[3] * 64.0f;
   }
 }
 
@@ -102,10 +108,13 @@ int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, in
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_groups == 0) return 0;
-  const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
-                  static_cast<unsigned>(n_groups));
-  Fp4ExpertMmaKernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-      weights, scales, out, in, groups, xq, x_scale, x_rows, y);
+  // Groups run along grid.y, which holds at most 65,535: larger counts take several launches.
+  for (int first = 0; first < n_groups; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
+                    static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
+    Fp4ExpertMmaKernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
+        weights, scales, out, in, groups + first, xq, x_scale, x_rows, y);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

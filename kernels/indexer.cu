@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/indexer.h"
 
 namespace deepinfer::kernels {
@@ -58,16 +60,26 @@ __global__ void __launch_bounds__(kKeys* kQuarters)
 
 int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads, const float* keys,
                        int64_t key_stride, int64_t n_keys, float* out, void* stream) {
-  if (heads > kMaxHeads || heads % kQuarters != 0) return static_cast<int>(cudaErrorInvalidValue);
+  // float4 loads: q, keys and every query's keys 16-byte aligned.
+  const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(keys) & 15) == 0 && key_stride % 4 == 0;
+  if (heads > kMaxHeads || heads % kQuarters != 0 || !aligned) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   if (batch == 0 || n_keys == 0) return 0;
   const int smem = (kMaxHeads * kDim + kKeys * kPad) * sizeof(float);
   const cudaError_t attr =
       cudaFuncSetAttribute(IndexerKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return static_cast<int>(attr);
-  const dim3 grid(static_cast<unsigned>((n_keys + kKeys - 1) / kKeys),
-                  static_cast<unsigned>(batch));
-  IndexerKernel<<<grid, kKeys * kQuarters, smem, static_cast<cudaStream_t>(stream)>>>(
-      q, w, heads, keys, key_stride, n_keys, out);
+  // Queries run along grid.y, which holds at most 65,535: larger batches take several launches.
+  constexpr int64_t kMaxGridY = 65535;
+  for (int64_t b = 0; b < batch; b += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((n_keys + kKeys - 1) / kKeys),
+                    static_cast<unsigned>(std::min(kMaxGridY, batch - b)));
+    IndexerKernel<<<grid, kKeys * kQuarters, smem, static_cast<cudaStream_t>(stream)>>>(
+        q + b * heads * kDim, w + b * heads, heads, keys + b * key_stride, key_stride, n_keys,
+        out + b * n_keys);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -10,7 +10,8 @@ namespace deepinfer::kernels {
 
 /// out[b, j] = sum_h w[b, h] * relu(q[b, h] . keys[b][j]) for j < n_keys, b < batch:
 /// q [batch, heads, 128], w [batch, heads], keys of query b at keys + b * key_stride (rows of
-/// 128 floats), out [batch, n_keys]. heads <= 64 and a multiple of 4; head_dim == 128.
+/// 128 floats), out [batch, n_keys]. heads <= 64 and a multiple of 4; head_dim == 128; q and keys
+/// 16-byte aligned, key_stride a multiple of 4 (0: one key set for every query, as in prefill).
 int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads, const float* keys,
                        int64_t key_stride, int64_t n_keys, float* out, void* stream);
 

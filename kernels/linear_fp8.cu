@@ -14,6 +14,7 @@ constexpr int kWarpsPerBlock = 8;
 // Element offsets from one group of a grouped product to the next (blockIdx.y is the group).
 struct GroupStrides {
   int64_t w = 0, scale = 0, x = 0, y = 0;
+  int64_t x_row = 0, y_row = 0;  // row strides of x and y (floats)
 };
 
 __device__ __forceinline__ float E4M3(uint32_t b) {
@@ -63,14 +64,14 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
     for (int r = 0; r < Rows; ++r) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        if (i0 + k < in) acc[r] += wv[k] * x[r * in + i0 + k];
+        if (i0 + k < in) acc[r] += wv[k] * x[r * g.x_row + i0 + k];
       }
     }
   }
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
     const float v = WarpSum(acc[r]);
-    if (lane == 0) y[r * out + o] = v;
+    if (lane == 0) y[r * g.y_row + o] = v;
   }
 }
 
@@ -130,7 +131,7 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
     }
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
-      const float4* xr = reinterpret_cast<const float4*>(x + r * in + i0);
+      const float4* xr = reinterpret_cast<const float4*>(x + r * g.x_row + i0);
       float part[Outs];
 #pragma unroll
       for (int j = 0; j < Outs; ++j) part[j] = 0.0f;
@@ -152,7 +153,7 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
       const float v = WarpSum(acc[j][r]);
-      if (lane == 0 && o0 + j < out) y[r * out + o0 + j] = v;
+      if (lane == 0 && o0 + j < out) y[r * g.y_row + o0 + j] = v;
     }
   }
 }
@@ -170,7 +171,8 @@ template <int Rows>
 int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
            float* y, int groups, GroupStrides g, cudaStream_t stream) {
   const int64_t blocks = (out + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const bool wide = in % 512 == 0 && g.x % 4 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
+  const bool wide = in % 512 == 0 && g.x % 4 == 0 && g.x_row % 4 == 0 &&
+                    (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
     // More weight rows per warp amortise the activation loads (measured on the H200: 1.5 -> 2.7
@@ -197,11 +199,13 @@ int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, cons
 }  // namespace
 
 int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int64_t out, int64_t in,
-                        const float* x, int64_t x_group_stride, int rows, float* y,
-                        int64_t y_group_stride, void* stream) {
+                        const float* x, int64_t x_group_stride, int64_t x_row_stride, int rows,
+                        float* y, int64_t y_group_stride, int64_t y_row_stride, void* stream) {
   if (groups < 1 || (groups > 1 && out % 128 != 0)) return static_cast<int>(cudaErrorInvalidValue);
   auto s = static_cast<cudaStream_t>(stream);
-  const GroupStrides g{out * in, (out / 128) * ((in + 127) / 128), x_group_stride, y_group_stride};
+  const GroupStrides g{out * in,       (out / 128) * ((in + 127) / 128),
+                       x_group_stride, y_group_stride,
+                       x_row_stride,   y_row_stride};
   switch (rows) {
     case 1:
       return Launch<1>(w, scale, out, in, x, y, groups, g, s);
@@ -226,7 +230,7 @@ int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int6
 
 int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                  int rows, float* y, void* stream) {
-  return Fp8BlockGemvGrouped(w, scale, 1, out, in, x, 0, rows, y, 0, stream);
+  return Fp8BlockGemvGrouped(w, scale, 1, out, in, x, 0, in, rows, y, 0, out, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -12,10 +12,12 @@ namespace deepinfer::kernels {
 int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                  int rows, float* y, void* stream);
 /// `groups` products in one launch (V4's grouped output projection): group g multiplies the rows
-/// at x + g * x_group_stride by weight rows [g * out, (g + 1) * out) of w into the rows at
-/// y + g * y_group_stride (row strides in and out within a group). out % 128 == 0 when groups > 1.
+/// at x + g * x_group_stride (x_row_stride floats apart) by weight rows [g * out, (g + 1) * out)
+/// of w into the rows at y + g * y_group_stride (y_row_stride apart). For wo_a on attention output
+/// [rows, 8 * 4096]: x_group_stride 4096, x_row_stride 32768, y_group_stride 1024, y_row_stride
+/// 8192. out % 128 == 0 when groups > 1.
 int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int64_t out, int64_t in,
-                        const float* x, int64_t x_group_stride, int rows, float* y,
-                        int64_t y_group_stride, void* stream);
+                        const float* x, int64_t x_group_stride, int64_t x_row_stride, int rows,
+                        float* y, int64_t y_group_stride, int64_t y_row_stride, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -142,7 +142,9 @@ int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_spl
 int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const int64_t* offsets,
               int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
               int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
-  if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(rows) & 15) == 0;  // float4 loads
+  if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1 || !aligned) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_queries == 0) return 0;

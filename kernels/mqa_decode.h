@@ -16,7 +16,8 @@ int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_spl
 /// (head_dim floats each): entries offsets[t] .. offsets[t + 1) of either `rows` itself (rows
 /// gathered per query; row_index null) or, through row_index, of a pool of rows many queries
 /// share (prefill: every token of a chunk selects among the same sequence's rows, nothing is
-/// copied). heads a multiple of 16, head_dim 512. max_rows: the most rows of any query.
+/// copied). heads a multiple of 16, head_dim 512, q and rows 16-byte aligned. max_rows: the most
+/// rows of any query.
 int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const int64_t* offsets,
               int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
               int64_t max_rows, int max_splits, float* scratch, float* o, void* stream);

@@ -49,7 +49,9 @@ __global__ void __launch_bounds__(kThreads)
     s += x.x * w.x + x.y * w.y + x.z * w.z + x.w * w.w;
   }
   s = BlockSum(s);
-  if (threadIdx.x == 0) out[(blockIdx.x * (mix + 1) + k) * kHyperSlices + blockIdx.z] = s;
+  if (threadIdx.x == 0) {
+    out[(static_cast<int64_t>(blockIdx.x) * (mix + 1) + k) * kHyperSlices + blockIdx.z] = s;
+  }
 }
 
 // Many rows (prefill, large batches): block r takes kRowsPerBlock rows and forms all their

@@ -75,8 +75,9 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
   EXPECT_NE(kernels::Fp8BlockGemv(nullptr, nullptr, 4, 4, nullptr, 9, nullptr, nullptr), 0);
 }
 
-// The grouped form (wo_a): each group's rows against its own block of weight rows, inputs and
-// outputs at strides that leave gaps (poisoned, so a write outside a group's rows shows).
+// The grouped form (wo_a): each group's slice of every activation row against its own block of
+// weight rows, in V4's layout (a token's groups side by side in one row), with padding after
+// each row of x and y (poisoned, so a write outside a group's columns shows).
 TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(std::random_device{}());
@@ -91,18 +92,18 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
       while ((b & 0x7f) == 0x7f);
     }
     for (auto& b : s) b = static_cast<uint8_t>(118 + rng() % 12);
-    const int64_t x_stride = rows * in + 4, y_stride = rows * out + 8;
-    std::vector<float> x(groups * x_stride);
+    const int64_t x_row = groups * in + 4, y_row = groups * out + 8;
+    std::vector<float> x(rows * x_row);
     for (auto& v : x) v = u(rng);
     uint8_t* dw = Upload(w);
     uint8_t* ds = Upload(s);
     float* dx = Upload(x);
-    float* dy = Upload(std::vector<float>(groups * y_stride, std::nanf("")));
-    ASSERT_EQ(kernels::Fp8BlockGemvGrouped(dw, ds, groups, out, in, dx, x_stride, rows, dy,
-                                           y_stride, nullptr),
+    float* dy = Upload(std::vector<float>(rows * y_row, std::nanf("")));
+    ASSERT_EQ(kernels::Fp8BlockGemvGrouped(dw, ds, groups, out, in, dx, in, x_row, rows, dy, out,
+                                           y_row, nullptr),
               0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> y(groups * y_stride);
+    std::vector<float> y(rows * y_row);
     cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost);
     LinearWeight lw;
     lw.format = WeightFormat::kFp8Block;
@@ -111,15 +112,17 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
     lw.data = w.data();
     lw.scale = s.data();
     lw.block_out = lw.block_in = 128;
-    for (int g = 0; g < groups; ++g) {
-      std::vector<float> want(rows * out);
-      cpu->LinearRows(lw, g * out, out, &x[g * x_stride], rows, want.data(), false);
-      for (int64_t i = 0; i < rows * out; ++i) {
-        ASSERT_NEAR(y[g * y_stride + i], want[i],
-                    1e-4f * (1.0f + std::fabs(want[i])) * std::sqrt(static_cast<float>(in)))
-            << "group " << g << " at " << i;
+    for (int r = 0; r < rows; ++r) {
+      for (int g = 0; g < groups; ++g) {
+        std::vector<float> want(out);
+        cpu->LinearRows(lw, g * out, out, &x[r * x_row + g * in], 1, want.data(), false);
+        for (int64_t o = 0; o < out; ++o) {
+          ASSERT_NEAR(y[r * y_row + g * out + o], want[o],
+                      1e-4f * (1.0f + std::fabs(want[o])) * std::sqrt(static_cast<float>(in)))
+              << "row " << r << " group " << g << " out " << o;
+        }
       }
-      for (int64_t i = rows * out; i < y_stride; ++i) ASSERT_TRUE(std::isnan(y[g * y_stride + i]));
+      for (int64_t i = groups * out; i < y_row; ++i) ASSERT_TRUE(std::isnan(y[r * y_row + i]));
     }
     cudaFree(dw);
     cudaFree(ds);
@@ -127,8 +130,8 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
     cudaFree(dy);
   }
   // Groups must start on a scale block.
-  EXPECT_NE(kernels::Fp8BlockGemvGrouped(nullptr, nullptr, 2, 100, 128, nullptr, 0, 1, nullptr, 0,
-                                         nullptr),
+  EXPECT_NE(kernels::Fp8BlockGemvGrouped(nullptr, nullptr, 2, 100, 128, nullptr, 0, 128, 1, nullptr,
+                                         0, 100, nullptr),
             0);
 }
 
