@@ -1,0 +1,53 @@
+// Token sampling on the GPU: the same picks as engine/sampling/sampler.h's SampleToken, so a
+// request's tokens do not depend on which backend ran it. Device pointers; `stream` is a
+// cudaStream_t as void*; returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// One row's sampling parameters: SamplingConfig's sampling part (the logit processors have
+/// already been applied to the logits) and the counter of its random draw.
+struct SampleParams {
+  float temperature = 1.0f;  // <= 0: greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = -1;  // <= 0: off
+  uint64_t seed = 0, stream = 0, position = 0;
+};
+
+/// Buffers for up to `rows` rows of `vocab` logits, allocated once (nothing is allocated per
+/// call): the sorted keys and ids, the candidates' probabilities, CUB's temporary storage.
+class SamplerWorkspace {
+ public:
+  SamplerWorkspace() = default;
+  ~SamplerWorkspace();
+  SamplerWorkspace(const SamplerWorkspace&) = delete;
+  SamplerWorkspace& operator=(const SamplerWorkspace&) = delete;
+  int Reserve(int64_t rows, int32_t vocab);
+
+ private:
+  friend int SampleRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
+                        const SampleParams*, int32_t*, void*);
+  int64_t rows_ = 0;
+  int32_t vocab_ = 0;
+  float *keys_ = nullptr, *sorted_keys_ = nullptr;
+  int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
+  int32_t* offsets_ = nullptr;
+  double* probs_ = nullptr;
+  void* temp_ = nullptr;
+  size_t temp_bytes_ = 0;
+};
+
+/// out[r] = the token SampleToken picks from row r of logits [rows, vocab] with params[r]
+/// (device array), after the tokens whose bit is clear in bitmask ([rows, ceil(vocab / 32)]
+/// words, bit i % 32 of word i / 32; null: no mask) are removed. Candidates in the same order
+/// (descending logit, ties by lower id: a stable radix sort), probabilities in double summed in
+/// the same sequence, the same counter-based draw: the same token, except where the draw falls
+/// within a few ulps of double of a boundary (exp in double may differ in its last bit).
+int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+               const uint32_t* bitmask, const SampleParams* params, int32_t* out, void* stream);
+
+}  // namespace deepinfer::kernels

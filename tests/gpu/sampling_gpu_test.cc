@@ -1,0 +1,89 @@
+// GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
+// on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
+// full vocabularies, and each kind of truncation.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/sampling/sampler.h"
+#include "kernels/cuda_available.h"
+#include "kernels/sampling.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deepinfer {
+namespace {
+
+using testing::DeviceVector;
+
+struct Case {
+  float temperature, top_p, min_p;
+  int top_k;
+};
+
+TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
+                                   {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
+                                   {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1}};
+  for (int32_t vocab : {1000, 129280}) {
+    const int64_t rows = 2 * static_cast<int64_t>(cases.size()) * 2;
+    kernels::SamplerWorkspace ws;
+    ASSERT_EQ(ws.Reserve(rows, vocab), 0);
+    const int64_t words = (vocab + 31) / 32;
+    std::vector<float> logits(rows * vocab);
+    std::vector<uint32_t> mask(rows * words, ~0u);
+    std::vector<kernels::SampleParams> params(rows);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool coarse = r % 2 == 1;  // logits on a grid of 0.5: many exact ties
+      for (int32_t i = 0; i < vocab; ++i) {
+        const float v = normal(rng);
+        logits[r * vocab + i] = coarse ? std::round(v * 2.0f) / 2.0f : v;
+      }
+      if ((r / 2) % 2 == 1) {  // a grammar mask allowing about half of the tokens
+        for (int64_t w = 0; w < words; ++w) mask[r * words + w] = static_cast<uint32_t>(rng());
+        mask[r * words] |= 1u;  // at least one allowed token
+      }
+      const Case& c = cases[(r / 4) % cases.size()];
+      params[r] = {c.temperature,
+                   c.top_p,
+                   c.min_p,
+                   c.top_k,
+                   rng(),
+                   static_cast<uint64_t>(r),
+                   static_cast<uint64_t>(rng() % 1000)};
+    }
+    DeviceVector<float> dl(logits);
+    DeviceVector<uint32_t> dm(mask);
+    DeviceVector<kernels::SampleParams> dp(params);
+    auto dout = DeviceVector<int32_t>::Poisoned(rows);
+    ASSERT_EQ(
+        kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), dout.get(), nullptr), 0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> got = dout.ToHost();
+    std::vector<int32_t> scratch;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+      for (int32_t i = 0; i < vocab; ++i) {
+        if (!((mask[r * words + i / 32] >> (i % 32)) & 1u)) row[i] = -INFINITY;
+      }
+      const kernels::SampleParams& p = params[r];
+      SamplingConfig cfg;
+      cfg.temperature = p.temperature;
+      cfg.top_p = p.top_p;
+      cfg.min_p = p.min_p;
+      cfg.top_k = p.top_k;
+      cfg.seed = p.seed;
+      const int32_t want = SampleToken(row.data(), vocab, cfg, p.stream, p.position, scratch);
+      EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r << " T " << p.temperature
+                              << " top_k " << p.top_k << " top_p " << p.top_p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
