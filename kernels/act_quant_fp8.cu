@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/device_math.cuh"
 #include "kernels/gemm_fp8.h"
 
 namespace deepinfer::kernels {
@@ -13,12 +14,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float E8M0(uint32_t e) {
-  // 2^(e-127) built from bits (e = 0 is the subnormal 2^-127), so no rounding mode or FTZ matters.
-  if (e == 0xff) return __int_as_float(0x7fc00000);
-  return e == 0 ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(e << 23));
-}
 
 __global__ void E8m0ToF32Kernel(const uint8_t* __restrict__ src, int64_t n,
                                 float* __restrict__ dst) {

@@ -1,21 +1,10 @@
 #include <cuda_runtime.h>
 
 #include "kernels/dequant.h"
+#include "kernels/device_math.cuh"
 
 namespace deepinfer::kernels {
 namespace {
-
-__device__ __forceinline__ float E8M0(uint8_t e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
-}
-
-__device__ __forceinline__ float E4M3(uint8_t b) {
-  const int exp = (b >> 3) & 0xf, man = b & 0x7;
-  if (exp == 0xf && man == 0x7) return __int_as_float(0x7fc00000);
-  const float mag = exp == 0 ? ldexpf(static_cast<float>(man), -9)
-                             : ldexpf(static_cast<float>(8 + man), exp - 10);
-  return (b & 0x80) ? -mag : mag;
-}
 
 __device__ __forceinline__ float E2M1(uint8_t nibble) {
   const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};

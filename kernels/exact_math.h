@@ -29,6 +29,12 @@ DI_HOST_DEVICE inline float ExpF(float x) {
 
 DI_HOST_DEVICE inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
 
+/// The pairwise combination of OrderedDot's eight partial sums (kernels that run the eight lanes
+/// on eight threads finish with it too).
+DI_HOST_DEVICE inline float CombineLanes(const float* acc) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /// The dot product both backends use: eight running partial sums over i % 8 (so the host loop
 /// vectorises without reassociation flags), combined pairwise, then the tail.
 DI_HOST_DEVICE inline float OrderedDot(const float* a, const float* b, int64_t n) {
@@ -37,15 +43,9 @@ DI_HOST_DEVICE inline float OrderedDot(const float* a, const float* b, int64_t n
   for (; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
   }
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  float s = CombineLanes(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
-}
-
-/// The pairwise combination of OrderedDot's eight partial sums, for kernels that run the eight
-/// lanes on eight threads.
-DI_HOST_DEVICE inline float CombineLanes(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 }  // namespace deepinfer

@@ -3,18 +3,14 @@
 
 #include <algorithm>
 
+#include "kernels/device_math.cuh"
 #include "kernels/expert_fp4.h"
-#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxGridY = 65535;
-
-__device__ __forceinline__ float E8M0(uint32_t e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
-}
 
 // Four e2m1 nibbles (the low 16 bits of `nib`, first weight lowest) to floats without a table in
 // memory: one byte permutation picks each magnitude's fp16 high byte (0, 0.5, 1, 1.5, 2, 3, 4, 6

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/device_math.cuh"
 #include "kernels/expert_fp4.h"
 
 namespace deepinfer::kernels {
@@ -20,10 +21,6 @@ constexpr int kMaxGridY = 65535;
 __device__ __forceinline__ void Fp4ToE4m3(uint32_t w, uint32_t* even, uint32_t* odd) {
   *even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);
   *odd = (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu);
-}
-
-__device__ __forceinline__ float E8M0(uint32_t e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, static_cast<int>(e) - 127);
 }
 
 __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,

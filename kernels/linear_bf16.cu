@@ -1,7 +1,7 @@
 #include <cuda_runtime.h>
 
+#include "kernels/device_math.cuh"
 #include "kernels/linear_bf16.h"
-#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {

@@ -2,8 +2,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "kernels/device_math.cuh"
 #include "kernels/linear_fp8.h"
-#include "kernels/warp_sum.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -16,18 +16,6 @@ struct GroupStrides {
   int64_t w = 0, scale = 0, x = 0, y = 0;
   int64_t x_row = 0, y_row = 0;  // row strides of x and y (floats)
 };
-
-__device__ __forceinline__ float E4M3(uint32_t b) {
-  const int exp = (b >> 3) & 0xf, man = b & 0x7;
-  if (exp == 0xf && man == 0x7) return __int_as_float(0x7fc00000);
-  const float mag = exp == 0 ? static_cast<float>(man) * 0x1p-9f
-                             : __int_as_float(((exp + 120) << 23) | (man << 20));
-  return (b & 0x80) ? -mag : mag;
-}
-
-__device__ __forceinline__ float E8M0(int e) {
-  return e == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, e - 127);
-}
 
 // One warp per output row; each lane takes 4 consecutive weights (one 32-bit load) per step, so
 // a warp reads 128 contiguous bytes — exactly one scale block — per step.

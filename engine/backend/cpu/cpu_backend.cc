@@ -11,9 +11,8 @@
 namespace deepinfer {
 namespace {
 
-// The sums and exponentials are kernels/exact_math.h's, which the CUDA kernels share bit for bit.
-float Dot(const float* a, const float* b, int64_t n) { return OrderedDot(a, b, n); }
-float Sigmoid(float x) { return SigmoidF(x); }
+// The sums and exponentials are kernels/exact_math.h's (OrderedDot, ExpF, SigmoidF), which the
+// CUDA kernels share bit for bit.
 
 class CpuBackend final : public Backend {
  public:
@@ -34,7 +33,8 @@ class CpuBackend final : public Backend {
       std::vector<float> wrow(in);
       for (int64_t o = begin; o < end; ++o) {
         DequantizeRow(w, out_begin + o, wrow.data());
-        for (int64_t r = 0; r < rows; ++r) y[r * out + o] = Dot(xs + r * in, wrow.data(), in);
+        for (int64_t r = 0; r < rows; ++r)
+          y[r * out + o] = OrderedDot(xs + r * in, wrow.data(), in);
       }
     };
     // Waking workers costs more than a small product; the split never changes the result.
@@ -53,7 +53,7 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * dim;
       float* yr = y + r * dim;
-      const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
+      const float inv = 1.0f / std::sqrt(OrderedDot(xr, xr, dim) / static_cast<float>(dim) + eps);
       for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (weight ? weight[i] : 1.0f);
     }
   }
@@ -77,12 +77,12 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < rows; ++r) {
       const float* X = streams + r * flat;
       RmsNorm(X, nullptr, 1, flat, norm_eps, normed.data());
-      for (int k = 0; k < mix; ++k) m[k] = Dot(w.fn.data() + k * flat, normed.data(), flat);
+      for (int k = 0; k < mix; ++k) m[k] = OrderedDot(w.fn.data() + k * flat, normed.data(), flat);
       float* po = post + r * n;
       float* C = comb + r * n * n;
       for (int k = 0; k < n; ++k) {
-        pre[k] = Sigmoid(m[k] * w.scale[0] + w.base[k]) + hc_eps;
-        po[k] = 2.0f * Sigmoid(m[n + k] * w.scale[1] + w.base[n + k]);
+        pre[k] = SigmoidF(m[k] * w.scale[0] + w.base[k]) + hc_eps;
+        po[k] = 2.0f * SigmoidF(m[n + k] * w.scale[1] + w.base[n + k]);
       }
       for (int i = 0; i < n; ++i) {  // row softmax
         float* row = C + i * n;
@@ -137,8 +137,8 @@ class CpuBackend final : public Backend {
       const float* X = streams + r * flat;
       RmsNorm(X, nullptr, 1, flat, norm_eps, normed.data());
       for (int k = 0; k < n; ++k) {
-        const float m = Dot(w.fn.data() + k * flat, normed.data(), flat);
-        pre[k] = Sigmoid(m * w.scale[0] + w.base[k]) + hc_eps;
+        const float m = OrderedDot(w.fn.data() + k * flat, normed.data(), flat);
+        pre[k] = SigmoidF(m * w.scale[0] + w.base[k]) + hc_eps;
       }
       for (int64_t c = 0; c < dim; ++c) {
         float s = 0;
@@ -160,7 +160,7 @@ class CpuBackend final : public Backend {
         p.resize(qu.n_rows);
         float mx = sinks[h];
         for (int e = 0; e < qu.n_rows; ++e) {
-          p[e] = Dot(qh, qu.rows[e], head_dim) * scale;
+          p[e] = OrderedDot(qh, qu.rows[e], head_dim) * scale;
           mx = std::max(mx, p[e]);
         }
         float denom = ExpF(sinks[h] - mx);
@@ -181,7 +181,7 @@ class CpuBackend final : public Backend {
     for (int64_t j = 0; j < n_keys; ++j) {
       float s = 0;
       for (int h = 0; h < heads; ++h) {
-        s += w[h] * std::max(Dot(q + h * head_dim, keys + j * head_dim, head_dim), 0.0f);
+        s += w[h] * std::max(OrderedDot(q + h * head_dim, keys + j * head_dim, head_dim), 0.0f);
       }
       out[j] = s;
     }

@@ -1,0 +1,32 @@
+// Small device helpers the kernels share: the e4m3 and e8m0 decoders and a warp-wide sum.
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// 2^(e - 127) for an e8m0 scale byte, built from bits (e = 0 is the subnormal 2^-127; 0xff is
+/// NaN), so no rounding mode or flush-to-zero setting matters — engine/model/quant.h's
+/// E8M0ToF32 on the device.
+__device__ __forceinline__ float E8M0(uint32_t e) {
+  if (e == 0xff) return __int_as_float(0x7fc00000);
+  return e == 0 ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(e << 23));
+}
+
+/// An e4m3fn byte as a float (0x7f/0xff are NaN), exactly — engine/model/quant.h's E4M3ToF32.
+__device__ __forceinline__ float E4M3(uint32_t b) {
+  const int exp = (b >> 3) & 0xf, man = b & 0x7;
+  if (exp == 0xf && man == 0x7) return __int_as_float(0x7fc00000);
+  const float mag = exp == 0 ? static_cast<float>(man) * 0x1p-9f
+                             : __int_as_float(((exp + 120) << 23) | (man << 20));
+  return (b & 0x80) ? -mag : mag;
+}
+
+/// The sum of a value over the 32 lanes of a warp (every lane gets it).
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+}  // namespace deepinfer::kernels
