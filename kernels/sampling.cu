@@ -2,17 +2,11 @@
 
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include "kernels/sample_pick.h"
 #include "kernels/sampling.h"
 
 namespace deepinfer::kernels {
 namespace {
-
-__device__ uint64_t Mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // The masked logits as sort keys (-0 as +0: the CPU's comparison ties them) and their ids.
 __global__ void PrepareKernel(const float* logits, int64_t total, int32_t vocab,
@@ -35,55 +29,31 @@ __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const Sampl
                             double* probs) {
   const int64_t row = blockIdx.x;
   const SampleParams p = params[row];
-  if (p.temperature <= 0.0f || p.top_k == 1) return;
-  const int32_t n = p.top_k > 0 && p.top_k < vocab ? p.top_k : vocab;
+  if (IsGreedy(p.temperature, p.top_k)) return;
+  const int32_t n = CandidateCount(p.top_k, vocab);
   const float* k = sorted_keys + row * vocab;
   const double inv_t = 1.0 / p.temperature, top = k[0];
   for (int32_t i = threadIdx.x; i < n; i += blockDim.x)
     probs[row * vocab + i] = exp((k[i] - top) * inv_t);
 }
 
-// One thread per row: min-p, top-p and the draw, summed in SampleToken's sequence.
+// One thread per row: min-p, top-p and the draw, the CPU sampler's own code (sample_pick.h).
 __global__ void PickKernel(const int32_t* sorted_ids, const double* probs, int64_t rows,
                            int32_t vocab, const SampleParams* params, int32_t* out) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
-  if (c.temperature <= 0.0f || c.top_k == 1) {
+  if (IsGreedy(c.temperature, c.top_k)) {
     out[row] = ids[0];  // the largest logit, lowest id among equals
     return;
   }
+  const int32_t n = CandidateCount(c.top_k, vocab);
   const double* p = probs + row * vocab;
-  const int32_t n = c.top_k > 0 && c.top_k < vocab ? c.top_k : vocab;
   double sum = 0;
-  for (int32_t i = 0; i < n; ++i) sum += p[i];
-  int32_t keep = n;
-  if (c.min_p > 0) {
-    while (keep > 1 && p[keep - 1] < c.min_p * p[0]) sum -= p[--keep];
-  }
-  if (c.top_p < 1.0f) {
-    double acc = 0;
-    for (int32_t i = 0; i < keep; ++i) {
-      acc += p[i];
-      if (acc >= c.top_p * sum) {
-        keep = i + 1;
-        sum = acc;
-        break;
-      }
-    }
-  }
-  const uint64_t bits = Mix(Mix(Mix(c.seed) ^ c.stream) ^ c.position);
-  const double u = static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0) * sum;
-  double acc = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    acc += p[i];
-    if (u < acc) {
-      out[row] = ids[i];
-      return;
-    }
-  }
-  out[row] = ids[keep - 1];
+  for (int32_t i = 0; i < n; ++i) sum += p[i];  // the CPU's order
+  const double u = CounterDraw(c.seed, c.stream, c.position);
+  out[row] = ids[PickCandidate(p, n, sum, c.min_p, c.top_p, u)];
 }
 
 __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {

@@ -6,15 +6,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/sample_pick.h"
+
 namespace deepinfer {
 namespace {
-
-uint64_t Mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 int32_t Argmax(const float* logits, int32_t vocab) {
   return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
@@ -106,16 +101,14 @@ void ComputeLogprobs(const float* logits, int32_t vocab, int32_t chosen, int top
 }
 
 double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position) {
-  const uint64_t bits = Mix(Mix(Mix(seed) ^ stream) ^ position);
-  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+  return CounterDraw(seed, stream, position);
 }
 
 int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
                     uint64_t position, std::vector<int32_t>& order) {
-  if (cfg.temperature <= 0.0f || cfg.top_k == 1) return Argmax(logits, vocab);
+  if (IsGreedy(cfg.temperature, cfg.top_k)) return Argmax(logits, vocab);
   // Candidates by descending logit; ties by lower id, so the order is fully determined.
-  int32_t n = vocab;
-  if (cfg.top_k > 0 && cfg.top_k < vocab) n = cfg.top_k;
+  const int32_t n = CandidateCount(cfg.top_k, vocab);
   if (n <= 1024) {  // a small top-k: selecting beats sorting everything
     order.resize(vocab);
     std::iota(order.begin(), order.end(), 0);
@@ -132,30 +125,8 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   p.resize(n);
   double sum = 0;
   for (int32_t i = 0; i < n; ++i) sum += (p[i] = std::exp((logits[order[i]] - top) * inv_t));
-  // min-p: drop candidates below min_p times the most likely one.
-  int32_t keep = n;
-  if (cfg.min_p > 0) {
-    while (keep > 1 && p[keep - 1] < cfg.min_p * p[0]) sum -= p[--keep];
-  }
-  // top-p: the smallest prefix whose mass reaches top_p.
-  if (cfg.top_p < 1.0f) {
-    double acc = 0;
-    for (int32_t i = 0; i < keep; ++i) {
-      acc += p[i];
-      if (acc >= cfg.top_p * sum) {
-        keep = i + 1;
-        sum = acc;
-        break;
-      }
-    }
-  }
-  const double u = CounterUniform(cfg.seed, stream, position) * sum;
-  double acc = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    acc += p[i];
-    if (u < acc) return order[i];
-  }
-  return order[keep - 1];
+  const double u = CounterUniform(cfg.seed, stream, position);
+  return order[PickCandidate(p.data(), n, sum, cfg.min_p, cfg.top_p, u)];
 }
 
 }  // namespace deepinfer
