@@ -30,14 +30,9 @@ __global__ void FillFloatsKernel(float* p, size_t n, uint32_t seed, float scale)
   }
 }
 
-template <class T>
-T* Take(DeviceArena& arena, size_t count) {
-  return static_cast<T*>(arena.Alloc(count * sizeof(T)));
-}
-
 bool MakeFp8(DeviceArena& a, int64_t out, int64_t in, uint32_t seed, Fp8Weight* w) {
-  *w = {Take<uint8_t>(a, out * in), Take<uint8_t>(a, (out / 128) * (in / 128)),
-        Take<float>(a, kernels::Fp8WeightScaleCount(out, in)), out, in};
+  *w = {a.Take<uint8_t>(out * in), a.Take<uint8_t>((out / 128) * (in / 128)),
+        a.Take<float>(kernels::Fp8WeightScaleCount(out, in)), out, in};
   if (!w->w || !w->scale || !w->scale_f32) return false;
   FillBytes(w->w, out * in, seed, 0x77, 0);  // & 0x77: never the NaN code 0x7f
   FillBytes(w->scale, (out / 128) * (in / 128), seed + 1, 0x3, 0x7c);
@@ -45,7 +40,7 @@ bool MakeFp8(DeviceArena& a, int64_t out, int64_t in, uint32_t seed, Fp8Weight* 
 }
 
 bool MakeBf16(DeviceArena& a, int64_t out, int64_t in, uint32_t seed, Bf16Weight* w) {
-  *w = {Take<uint16_t>(a, out * in), out, in};
+  *w = {a.Take<uint16_t>(out * in), out, in};
   if (!w->w) return false;
   // Bytes (low: mantissa, high: sign and exponent 0x3c..0x3f) give values of magnitude < 2.
   FillBytes(reinterpret_cast<uint8_t*>(w->w), 2 * out * in, seed, 0xbf, 0x3c);
@@ -56,10 +51,10 @@ bool MakeBf16(DeviceArena& a, int64_t out, int64_t in, uint32_t seed, Bf16Weight
 bool MakeExperts(DeviceArena& a, int64_t out, int64_t in, uint32_t seed, const uint8_t*** w,
                  const uint8_t*** s) {
   const size_t wb = out * in / 2, sb = out * in / 32;
-  uint8_t* wall = Take<uint8_t>(a, wb * kExperts);
-  uint8_t* sall = Take<uint8_t>(a, sb * kExperts);
-  *w = Take<const uint8_t*>(a, kExperts);
-  *s = Take<const uint8_t*>(a, kExperts);
+  uint8_t* wall = a.Take<uint8_t>(wb * kExperts);
+  uint8_t* sall = a.Take<uint8_t>(sb * kExperts);
+  *w = a.Take<const uint8_t*>(kExperts);
+  *s = a.Take<const uint8_t*>(kExperts);
   if (!wall || !sall || !*w || !*s) return false;
   FillBytes(wall, wb * kExperts, seed, 0xff, 0);
   FillBytes(sall, sb * kExperts, seed + 1, 0x3, 0x7c);
@@ -114,13 +109,13 @@ bool MakeLayer(DeviceArena& a, bool csa, uint32_t seed, LayerWeights* l) {
          MakeBf16(a, kIndexHeads, kHidden, seed + 13, &l->index_weights);
   }
   const int64_t flat = kHc * kHidden;
-  l->hc_attn_fn = Take<float>(a, kHcMix * flat);
-  l->hc_ffn_fn = Take<float>(a, kHcMix * flat);
-  l->hc_base = Take<float>(a, kHcMix);
-  l->hc_scale = Take<float>(a, 3);
-  l->norm = Take<float>(a, kHeads * kHeadDim);
-  l->sinks = Take<float>(a, kHeads);
-  l->inv_freq = Take<float>(a, kRopeDim / 2);
+  l->hc_attn_fn = a.Take<float>(kHcMix * flat);
+  l->hc_ffn_fn = a.Take<float>(kHcMix * flat);
+  l->hc_base = a.Take<float>(kHcMix);
+  l->hc_scale = a.Take<float>(3);
+  l->norm = a.Take<float>(kHeads * kHeadDim);
+  l->sinks = a.Take<float>(kHeads);
+  l->inv_freq = a.Take<float>(kRopeDim / 2);
   ok = ok && l->hc_attn_fn && l->hc_ffn_fn && l->hc_base && l->hc_scale && l->norm && l->sinks &&
        l->inv_freq;
   if (!ok) return false;

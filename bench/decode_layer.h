@@ -27,6 +27,10 @@ class DeviceArena {
   explicit DeviceArena(size_t bytes);
   ~DeviceArena();
   void* Alloc(size_t bytes);  // null when full
+  template <class T>
+  T* Take(size_t count) {
+    return static_cast<T*>(Alloc(count * sizeof(T)));
+  }
   size_t used() const { return used_; }
   void Rewind(size_t mark) { used_ = mark; }
 

@@ -19,11 +19,6 @@
 namespace deepinfer::bench {
 namespace {
 
-template <class T>
-T* Take(DeviceArena& arena, size_t count) {
-  return static_cast<T*>(arena.Alloc(count * sizeof(T)));
-}
-
 int Fp8Rows(const Fp8Weight& w, int64_t out_begin, int64_t out, const float* x, int rows, float* y,
             cudaStream_t s) {
   for (int r = 0; r < rows; r += 8) {  // the GEMV takes up to 8 rows; larger batches await a GEMM
@@ -58,34 +53,34 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t n_keys = csa ? context / 4 : 0;
   // Activations, shared by the layer copies, with the GEMM's padded row count.
   const int64_t Bp = kernels::Fp8GemmPaddedRows(B);
-  uint8_t* xq = Take<uint8_t>(a, Bp * kOGroups * kOLora);
-  float* xs = Take<float>(a, kernels::Fp8ActScaleCount(Bp, kOGroups * kOLora));
-  float* hc_scratch = Take<float>(a, Bp * (kHcMix + 1) * kernels::kHyperSlices);
+  uint8_t* xq = a.Take<uint8_t>(Bp * kOGroups * kOLora);
+  float* xs = a.Take<float>(kernels::Fp8ActScaleCount(Bp, kOGroups * kOLora));
+  float* hc_scratch = a.Take<float>(Bp * (kHcMix + 1) * kernels::kHyperSlices);
   // Attention splits a query's rows over blocks only while there are too few queries to fill
   // the GPU; the scratch is sized for that.
   const int max_splits = static_cast<int>(std::clamp<int64_t>((264 + 4 * B - 1) / (4 * B), 1, 64));
-  uint16_t* split = Take<uint16_t>(a, 2 * Bp * kHidden);  // the bf16 GEMM's activation terms
-  float* attn_scratch = Take<float>(a, kernels::MqaDecodeScratch(B, kHeads, kHeadDim, max_splits));
-  float *streams = Take<float>(a, Bp * flat), *streams2 = Take<float>(a, Bp * flat);
-  float *post = Take<float>(a, Bp * kHc), *comb = Take<float>(a, Bp * kHc * kHc);
-  float *x = Take<float>(a, Bp * kHidden), *xn = Take<float>(a, Bp * kHidden);
-  float *qlat = Take<float>(a, Bp * kQLora), *q = Take<float>(a, Bp * qdim);
-  float *kv = Take<float>(a, Bp * kHeadDim), *comp = Take<float>(a, Bp * 4 * kHeadDim);
-  float *iq = Take<float>(a, Bp * kIndexHeads * kIndexDim), *icomp = Take<float>(a, Bp * 512);
-  float *iw = Take<float>(a, Bp * kIndexHeads),
-        *scores = Take<float>(a, Bp * std::max<int64_t>(1, n_keys));
-  float *o = Take<float>(a, Bp * qdim), *z = Take<float>(a, Bp * kOGroups * kOLora);
-  float *h = Take<float>(a, Bp * kHidden), *logits = Take<float>(a, Bp * kExperts);
-  float *sg = Take<float>(a, Bp * kMoeInter), *su = Take<float>(a, Bp * kMoeInter);
-  float* sa = Take<float>(a, Bp * kMoeInter);
+  uint16_t* split = a.Take<uint16_t>(2 * Bp * kHidden);  // the bf16 GEMM's activation terms
+  float* attn_scratch = a.Take<float>(kernels::MqaDecodeScratch(B, kHeads, kHeadDim, max_splits));
+  float *streams = a.Take<float>(Bp * flat), *streams2 = a.Take<float>(Bp * flat);
+  float *post = a.Take<float>(Bp * kHc), *comb = a.Take<float>(Bp * kHc * kHc);
+  float *x = a.Take<float>(Bp * kHidden), *xn = a.Take<float>(Bp * kHidden);
+  float *qlat = a.Take<float>(Bp * kQLora), *q = a.Take<float>(Bp * qdim);
+  float *kv = a.Take<float>(Bp * kHeadDim), *comp = a.Take<float>(Bp * 4 * kHeadDim);
+  float *iq = a.Take<float>(Bp * kIndexHeads * kIndexDim), *icomp = a.Take<float>(Bp * 512);
+  float *iw = a.Take<float>(Bp * kIndexHeads),
+        *scores = a.Take<float>(Bp * std::max<int64_t>(1, n_keys));
+  float *o = a.Take<float>(Bp * qdim), *z = a.Take<float>(Bp * kOGroups * kOLora);
+  float *h = a.Take<float>(Bp * kHidden), *logits = a.Take<float>(Bp * kExperts);
+  float *sg = a.Take<float>(Bp * kMoeInter), *su = a.Take<float>(Bp * kMoeInter);
+  float* sa = a.Take<float>(Bp * kMoeInter);
   const int64_t pairs = B * kTopK;
-  float *pg = Take<float>(a, pairs * kMoeInter), *pu = Take<float>(a, pairs * kMoeInter);
-  float *pa = Take<float>(a, pairs * kMoeInter), *py = Take<float>(a, pairs * kHidden);
+  float *pg = a.Take<float>(pairs * kMoeInter), *pu = a.Take<float>(pairs * kMoeInter);
+  float *pa = a.Take<float>(pairs * kMoeInter), *py = a.Take<float>(pairs * kHidden);
   const int64_t pairs_padded = kernels::Fp8GemmPaddedRows(pairs);
-  uint8_t* pq = Take<uint8_t>(a, pairs_padded * kMoeInter);
-  float* ps = Take<float>(a, kernels::Fp8ActScaleCount(pairs, kMoeInter));
-  int64_t* positions = Take<int64_t>(a, B);
-  int64_t* offsets = Take<int64_t>(a, B + 1);
+  uint8_t* pq = a.Take<uint8_t>(pairs_padded * kMoeInter);
+  float* ps = a.Take<float>(kernels::Fp8ActScaleCount(pairs, kMoeInter));
+  int64_t* positions = a.Take<int64_t>(B);
+  int64_t* offsets = a.Take<int64_t>(B + 1);
   // Routing: six distinct experts per token at random (a balanced router's expectation), the
   // tokens of each expert in groups of up to eight.
   std::mt19937 rng(seed);
@@ -113,8 +108,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
       down_groups.push_back(d);
     }
   }
-  auto* d_up = Take<kernels::ExpertGroup>(a, up_groups.size());
-  auto* d_down = Take<kernels::ExpertGroup>(a, down_groups.size());
+  auto* d_up = a.Take<kernels::ExpertGroup>(up_groups.size());
+  auto* d_down = a.Take<kernels::ExpertGroup>(down_groups.size());
   // The cache each layer copy reads (fp32 rows in stage 1). Decode: each sequence's attention
   // rows gathered per query, and its own index keys. Prefill (one sequence): a pool of the
   // chunk's window rows and the sequence's compressed rows that every token indexes into, and
@@ -124,8 +119,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t key_rows = prefill ? n_keys : B * n_keys;
   std::vector<float*> rows(layers), keys(layers);
   for (int l = 0; l < layers; ++l) {
-    rows[l] = Take<float>(a, pool_rows * kHeadDim);
-    keys[l] = Take<float>(a, std::max<int64_t>(1, key_rows * kIndexDim));
+    rows[l] = a.Take<float>(pool_rows * kHeadDim);
+    keys[l] = a.Take<float>(std::max<int64_t>(1, key_rows * kIndexDim));
     if (!rows[l] || !keys[l]) return {};
     FillFloats(rows[l], pool_rows * kHeadDim, seed + l, 1.0f);
     FillFloats(keys[l], key_rows * kIndexDim, seed + 7 * l, 1.0f);
@@ -139,7 +134,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
             e < kWindow ? rng() % B : B + (csa ? rng() % compressed : e - kWindow));
       }
     }
-    row_index = Take<int32_t>(a, index.size());
+    row_index = a.Take<int32_t>(index.size());
     if (!row_index) return {};
     cudaMemcpy(row_index, index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
   }
