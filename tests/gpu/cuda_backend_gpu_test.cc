@@ -145,13 +145,7 @@ TEST_F(CudaBackendTest, LinearAndEmbedInEveryPath) {
     while ((b & 0x7f) == 0x7f);
   }
   for (auto& b : s8) b = static_cast<uint8_t>(118 + rng_() % 12);
-  LinearWeight fp8;
-  fp8.format = WeightFormat::kFp8Block;
-  fp8.out = out;
-  fp8.in = in;
-  fp8.data = w8.data();
-  fp8.scale = s8.data();
-  fp8.block_out = fp8.block_in = 128;
+  LinearWeight fp8 = testing::Fp8BlockView(out, in, w8.data(), s8.data());
   const auto wf = Random(out * in);
   LinearWeight f32;
   f32.out = out;

@@ -11,6 +11,7 @@
 #include "engine/model/weights.h"
 #include "kernels/cuda_available.h"
 #include "kernels/dequant.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -65,13 +66,7 @@ TEST_F(DequantGpuTest, Fp8BlockMatchesCpu) {
     auto w = RandomBytes(out * in, 0x7f);
     auto s = RandomScales(((out + 127) / 128) * ((in + 127) / 128));
     auto y = RunGpu(w, s, out * in, false, out, in);
-    LinearWeight lw;
-    lw.format = WeightFormat::kFp8Block;
-    lw.out = out;
-    lw.in = in;
-    lw.data = w.data();
-    lw.scale = s.data();
-    lw.block_out = lw.block_in = 128;
+    const LinearWeight lw = testing::Fp8BlockView(out, in, w.data(), s.data());
     std::vector<float> row(in);
     for (int64_t o = 0; o < out; ++o) {
       DequantizeRow(lw, o, row.data());
@@ -86,13 +81,7 @@ TEST_F(DequantGpuTest, Fp4Block32MatchesCpu) {
     auto w = RandomBytes(out * in / 2);
     auto s = RandomScales(out * in / 32);
     auto y = RunGpu(w, s, out * in, true, out, in);
-    LinearWeight lw;
-    lw.format = WeightFormat::kFp4Block;
-    lw.out = out;
-    lw.in = in;
-    lw.data = w.data();
-    lw.scale = s.data();
-    lw.block_in = 32;
+    const LinearWeight lw = testing::Fp4BlockView(out, in, w.data(), s.data());
     std::vector<float> row(in);
     for (int64_t o = 0; o < out; ++o) {
       DequantizeRow(lw, o, row.data());

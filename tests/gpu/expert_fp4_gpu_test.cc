@@ -14,6 +14,7 @@
 #include "kernels/cuda_available.h"
 #include "kernels/expert_fp4.h"
 #include "kernels/gemm_fp8.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -99,14 +100,8 @@ class ExpertFp4GpuTest : public ::testing::Test {
 
     std::vector<float> row(in);
     for (const auto& g : groups) {
-      LinearWeight lw;
-      lw.format = WeightFormat::kFp4Block;
-      lw.out = out;
-      lw.in = in;
-      lw.data = w[g.expert].data();
-      lw.scale = s[g.expert].data();
-      lw.block_out = 1;
-      lw.block_in = 32;
+      const LinearWeight lw =
+          testing::Fp4BlockView(out, in, w[g.expert].data(), s[g.expert].data());
       for (int64_t o = 0; o < out; ++o) {
         DequantizeRow(lw, o, row.data());
         for (int r = 0; r < g.rows; ++r) {

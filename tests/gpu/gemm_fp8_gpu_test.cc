@@ -20,6 +20,7 @@
 #include "engine/model/weights.h"
 #include "kernels/cuda_available.h"
 #include "kernels/gemm_fp8.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -272,13 +273,7 @@ TEST(Fp8GemmGpuTest, MatchesCpuReference) {
     ExpectQuantizedExactly(x, rows, in, dxq.Download(), dxs.Download(), &xqdq);
     if (HasFailure()) return;
 
-    LinearWeight lw;
-    lw.format = WeightFormat::kFp8Block;
-    lw.out = out;
-    lw.in = in;
-    lw.data = w.data();
-    lw.scale = s.data();
-    lw.block_out = lw.block_in = 128;
+    const LinearWeight lw = testing::Fp8BlockView(out, in, w.data(), s.data());
     const Reference ref = ComputeReference(lw, xqdq, rows);
 
     // Twice: the first call builds the cached plan, the second reuses it.

@@ -11,6 +11,7 @@
 #include "engine/backend/backend.h"
 #include "kernels/cuda_available.h"
 #include "kernels/linear_fp8.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -45,13 +46,7 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
       for (auto& b : s) b = static_cast<uint8_t>(118 + rng() % 12);
       std::vector<float> x(rows * in), y_cpu(rows * out), y_gpu(rows * out);
       for (auto& v : x) v = u(rng);
-      LinearWeight lw;
-      lw.format = WeightFormat::kFp8Block;
-      lw.out = out;
-      lw.in = in;
-      lw.data = w.data();
-      lw.scale = s.data();
-      lw.block_out = lw.block_in = 128;
+      const LinearWeight lw = testing::Fp8BlockView(out, in, w.data(), s.data());
       cpu->Linear(lw, x.data(), rows, y_cpu.data(), false);
       uint8_t* dw = Upload(w);
       uint8_t* ds = Upload(s);
@@ -105,13 +100,7 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> y(rows * y_row);
     cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost);
-    LinearWeight lw;
-    lw.format = WeightFormat::kFp8Block;
-    lw.out = groups * out;
-    lw.in = in;
-    lw.data = w.data();
-    lw.scale = s.data();
-    lw.block_out = lw.block_in = 128;
+    const LinearWeight lw = testing::Fp8BlockView(groups * out, in, w.data(), s.data());
     for (int r = 0; r < rows; ++r) {
       for (int g = 0; g < groups; ++g) {
         std::vector<float> want(out);

@@ -9,6 +9,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/quant.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -87,13 +88,7 @@ TEST_F(CpuBackendTest, LinearFp8RowsAndActQuant) {
     if (rng() % 2) c |= 0x80;
   }
   const std::vector<uint8_t> scale = {120, 125, 127, 129};  // [2, 2] ue8m0
-  LinearWeight lw;
-  lw.format = WeightFormat::kFp8Block;
-  lw.out = out;
-  lw.in = in;
-  lw.data = codes.data();
-  lw.scale = scale.data();
-  lw.block_out = lw.block_in = 128;
+  const LinearWeight lw = testing::Fp8BlockView(out, in, codes.data(), scale.data());
   std::vector<double> W(out * in);
   for (int o = 0; o < out; ++o) {
     for (int i = 0; i < in; ++i) {

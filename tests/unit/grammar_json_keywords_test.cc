@@ -13,22 +13,10 @@ namespace {
 using testing::Matches;
 using testing::MustCompile;
 
-struct Case {
-  const char* schema;
-  std::vector<std::string> accept;
-  std::vector<std::string> reject;
-};
+using Case = testing::SchemaCase;
 
 // Every schema must compile in strict mode (it is exact) and decide its texts as listed.
-void ExpectExact(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
-    auto r = JsonSchemaToGrammar(c.schema);
-    ASSERT_TRUE(r.ok()) << c.schema << ": " << r.status().ToString();
-    const CompiledGrammar g = MustCompile(std::move(r->grammar));
-    for (const std::string& t : c.accept) EXPECT_TRUE(Matches(g, t)) << c.schema << "\n  " << t;
-    for (const std::string& t : c.reject) EXPECT_FALSE(Matches(g, t)) << c.schema << "\n  " << t;
-  }
-}
+void ExpectExact(const std::vector<Case>& cases) { testing::ExpectSchemasDecide(cases, true); }
 
 TEST(GrammarJsonKeywordsTest, NotPropertyNamesPatternPropertiesAndObjectConst) {
   const std::vector<Case> cases = {

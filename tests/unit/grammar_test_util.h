@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/vocabulary.h"
 
@@ -41,6 +42,27 @@ inline CompiledGrammar MustCompile(Result<Grammar> g) {
 
 inline bool MaskHas(const std::vector<uint32_t>& mask, int32_t id) {
   return (mask[id >> 5] >> (id & 31)) & 1;
+}
+
+/// A JSON Schema with texts it must accept and texts it must reject.
+struct SchemaCase {
+  const char* schema;
+  std::vector<std::string> accept;
+  std::vector<std::string> reject;
+};
+
+/// Every schema compiles (strict: with unenforceable keywords refused, so the grammar is exact)
+/// and decides its texts as listed.
+inline void ExpectSchemasDecide(const std::vector<SchemaCase>& cases, bool strict) {
+  for (const SchemaCase& c : cases) {
+    JsonSchemaOptions options;
+    options.strict = strict;
+    auto r = JsonSchemaToGrammar(c.schema, options);
+    ASSERT_TRUE(r.ok()) << c.schema << ": " << r.status().ToString();
+    const CompiledGrammar g = MustCompile(std::move(r->grammar));
+    for (const std::string& t : c.accept) EXPECT_TRUE(Matches(g, t)) << c.schema << "\n  " << t;
+    for (const std::string& t : c.reject) EXPECT_FALSE(Matches(g, t)) << c.schema << "\n  " << t;
+  }
 }
 
 }  // namespace deepinfer::grammar::testing

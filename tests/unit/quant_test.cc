@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/model/weights.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
@@ -265,13 +266,7 @@ TEST(QuantTest, DequantizeFp8Blocks) {
     }
   }
   const std::vector<uint8_t> scale = {120, 127, 131, 125};  // [2, 2] ue8m0
-  LinearWeight w;
-  w.format = WeightFormat::kFp8Block;
-  w.out = out;
-  w.in = in;
-  w.data = data.data();
-  w.scale = scale.data();
-  w.block_out = w.block_in = 128;
+  LinearWeight w = testing::Fp8BlockView(out, in, data.data(), scale.data());
   std::vector<float> row(in);
   for (int o : {0, 1, 127, 128, 129}) {
     DequantizeRow(w, o, row.data());
@@ -295,12 +290,7 @@ TEST(QuantTest, DequantizeFp4AndFloat) {
   std::vector<uint8_t> data(out * in / 2);
   for (size_t k = 0; k < data.size(); ++k) data[k] = static_cast<uint8_t>(k * 37 + 11);
   const std::vector<uint8_t> scale = {127, 126, 129, 120, 130, 127};  // [3, 2]
-  LinearWeight w;
-  w.format = WeightFormat::kFp4Block;
-  w.out = out;
-  w.in = in;
-  w.data = data.data();
-  w.scale = scale.data();
+  const LinearWeight w = testing::Fp4BlockView(out, in, data.data(), scale.data());
   std::vector<float> row(in);
   for (int o = 0; o < out; ++o) {
     DequantizeRow(w, o, row.data());

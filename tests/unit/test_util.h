@@ -15,8 +15,37 @@
 #include "engine/model/safetensors.h"
 #include "engine/model/safetensors_writer.h"
 #include "engine/model/tiny_checkpoint.h"
+#include "engine/model/weights.h"
 
 namespace deepinfer::testing {
+
+/// A view of FP8 e4m3 bytes [out, in] with e8m0 scales per 128x128 block, as the checkpoint
+/// loader makes one for the released dense weights.
+inline LinearWeight Fp8BlockView(int64_t out, int64_t in, const uint8_t* data,
+                                 const uint8_t* scale) {
+  LinearWeight w;
+  w.format = WeightFormat::kFp8Block;
+  w.out = out;
+  w.in = in;
+  w.data = data;
+  w.scale = scale;
+  w.block_out = w.block_in = 128;
+  return w;
+}
+
+/// A view of MXFP4 bytes [out, in / 2] with e8m0 scales [out, in / 32] (the routed experts).
+inline LinearWeight Fp4BlockView(int64_t out, int64_t in, const uint8_t* data,
+                                 const uint8_t* scale) {
+  LinearWeight w;
+  w.format = WeightFormat::kFp4Block;
+  w.out = out;
+  w.in = in;
+  w.data = data;
+  w.scale = scale;
+  w.block_out = 1;
+  w.block_in = 32;
+  return w;
+}
 
 /// A fresh directory under the test temp dir, removed when the object dies.
 class TempDir {
