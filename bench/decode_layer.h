@@ -70,7 +70,6 @@ bool MakeLayer(DeviceArena& arena, bool csa, uint32_t seed, LayerWeights* layer)
 struct Op {
   std::string name;
   double floor_bytes = 0;  // weights and cache in the released / reference cache formats
-  double read_bytes = 0;   // what our kernel reads (fp32 cache rows in stage 1)
   double flops = 0;
   std::function<int(const LayerWeights&, int layer_index, cudaStream_t)> launch;
 };

@@ -156,8 +156,6 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   for (const auto& g : up_groups) max_rows = std::max(max_rows, static_cast<int>(g.rows));
   const double hc_bytes = 4.0 * kHcMix * flat;
   using L = const LayerWeights&;
-  // The GEMV takes 8 rows at a time, so larger batches read its weights once per 8 rows.
-  const double reread = k.cpu_order || !k.gemm || B <= k.gemv_max_rows ? (B + 7) / 8 : 1;
   // The kernel choices of `k`, shared by the ops below.
   const auto dense = [=](const Fp8Weight& w, int64_t out_begin, int64_t out, const float* in,
                          float* y, cudaStream_t s) {
@@ -187,43 +185,43 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
                                        hc_scratch, s);
   };
   std::vector<Op> ops;
-  auto add = [&](std::string name, double floor, double read, double flops, auto fn) {
-    ops.push_back({std::move(name), floor, read, flops, fn});
+  auto add = [&](std::string name, double floor, double flops, auto fn) {
+    ops.push_back({std::move(name), floor, flops, fn});
   };
-  add("mhc_pre_attn", hc_bytes, hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
+  add("mhc_pre_attn", hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
     return hc_pre(l.hc_attn_fn, l.hc_base, l.hc_scale, streams, s);
   });
-  add("attn_norm", 0, 0, 0,
+  add("attn_norm", 0, 0,
       [=](L l, int, cudaStream_t s) { return norm(x, l.norm, B, kHidden, xn, s); });
   const double wq_a = kQLora * kHidden * 1.0, wq_b = qdim * kQLora * 1.0;
-  add("wq_a", wq_a, wq_a, 2.0 * B * wq_a, [=](L l, int, cudaStream_t s) {
+  add("wq_a", wq_a, 2.0 * B * wq_a, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.wq_a, 0, l.wq_a.out, xn, qlat, s)) return e;
     return norm(qlat, l.norm, B, kQLora, qlat, s);
   });
-  add("wq_b", wq_b, wq_b * reread, 2.0 * B * wq_b, [=](L l, int, cudaStream_t s) {
+  add("wq_b", wq_b, 2.0 * B * wq_b, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.wq_b, 0, l.wq_b.out, qlat, q, s)) return e;
     if (const int e = norm(q, nullptr, B * kHeads, kHeadDim, q, s)) return e;
     return kernels::Rope(q, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, false, s);
   });
   const double wkv = kHeadDim * kHidden;
-  add("wkv", wkv, wkv, 2.0 * B * wkv, [=](L l, int, cudaStream_t s) {
+  add("wkv", wkv, 2.0 * B * wkv, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.wkv, 0, l.wkv.out, xn, kv, s)) return e;
     if (const int e = norm(kv, l.norm, B, kHeadDim, kv, s)) return e;
     return kernels::Rope(kv, B, 1, kHeadDim, kRopeDim, l.inv_freq, positions, false, s);
   });
   const double cb = 2.0 * (csa ? 4 : 2) * kHeadDim * kHidden;
-  add("compressor", cb, cb * reread, cb * B,
+  add("compressor", cb, cb * B,
       [=](L l, int, cudaStream_t s) { return bf16(l.compressor, xn, comp, s); });
   if (csa) {
     const double ib = kIndexHeads * kIndexDim * kQLora + 2.0 * (512 + 64) * kHidden;
     const double iflops = 2.0 * B * (kIndexHeads * kIndexDim * kQLora + (512 + 64) * kHidden);
-    add("indexer_proj", ib, ib * reread, iflops, [=](L l, int, cudaStream_t s) {
+    add("indexer_proj", ib, iflops, [=](L l, int, cudaStream_t s) {
       if (const int e = dense(l.index_wq_b, 0, l.index_wq_b.out, qlat, iq, s)) return e;
       if (const int e = bf16(l.index_compressor, xn, icomp, s)) return e;
       return bf16(l.index_weights, xn, iw, s);
     });
-    add("indexer_scores", key_rows * kIndexKeyBytes, B * n_keys * 4.0 * kIndexDim,
-        2.0 * B * n_keys * kIndexHeads * kIndexDim, [=](L, int li, cudaStream_t s) {
+    add("indexer_scores", key_rows * kIndexKeyBytes, 2.0 * B * n_keys * kIndexHeads * kIndexDim,
+        [=](L, int li, cudaStream_t s) {
           if (!k.cpu_order) {
             return kernels::IndexerScoresBatch(iq, iw, B, kIndexHeads, keys[li],
                                                prefill ? 0 : n_keys * kIndexDim, n_keys, scores, s);
@@ -237,7 +235,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
           return 0;
         });
   }
-  add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes, B * n_rows * 4.0 * kHeadDim,
+  add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
         const int e =
             k.cpu_order
@@ -249,7 +247,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
       });
   const double wo_a = kOGroups * kOLora * (qdim / kOGroups) * 1.0;
-  add("wo_a", wo_a, wo_a * reread, 2.0 * B * wo_a, [=](L l, int, cudaStream_t s) {
+  add("wo_a", wo_a, 2.0 * B * wo_a, [=](L l, int, cudaStream_t s) {
     // Group g's heads are columns [4096 g, 4096 g + 4096) of each token's attention output; its
     // 1,024 outputs are columns [1024 g, 1024 g + 1024) of z, which wo_b reads row by row. Up to
     // 8 rows one grouped GEMV launch beats eight GEMMs with their activation quantisation (H200:
@@ -273,20 +271,19 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return 0;
   });
   const double wo_b = kHidden * kOGroups * kOLora * 1.0;
-  add("wo_b", wo_b, wo_b * reread, 2.0 * B * wo_b,
+  add("wo_b", wo_b, 2.0 * B * wo_b,
       [=](L l, int, cudaStream_t s) { return dense(l.wo_b, 0, l.wo_b.out, z, h, s); });
-  add("mhc_post_attn", 0, 0, 0, [=](L, int, cudaStream_t s) {
+  add("mhc_post_attn", 0, 0, [=](L, int, cudaStream_t s) {
     return kernels::HyperPost(streams, h, post, comb, B, kHc, kHidden, streams2, s);
   });
-  add("mhc_pre_ffn", hc_bytes, hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
+  add("mhc_pre_ffn", hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
     if (const int e = hc_pre(l.hc_ffn_fn, l.hc_base, l.hc_scale, streams2, s)) return e;
     return norm(x, l.norm, B, kHidden, xn, s);
   });
   const double gb = 2.0 * kExperts * kHidden;
-  add("gate", gb, gb * reread, gb * B,
-      [=](L l, int, cudaStream_t s) { return bf16(l.gate, xn, logits, s); });
+  add("gate", gb, gb * B, [=](L l, int, cudaStream_t s) { return bf16(l.gate, xn, logits, s); });
   const double sb = 3.0 * kMoeInter * kHidden;
-  add("shared_expert", sb, sb * reread, 2.0 * B * sb, [=](L l, int, cudaStream_t s) {
+  add("shared_expert", sb, 2.0 * B * sb, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;
     if (const int e = dense(l.shared_w3, 0, l.shared_w3.out, xn, su, s)) return e;
     if (const int e = kernels::SwiGlu(sg, su, B * kMoeInter, 10.0f, sa, s)) return e;
@@ -294,7 +291,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
   const int n_down = static_cast<int>(down_groups.size());
-  add("routed_experts", eb, eb, ef, [=](L l, int, cudaStream_t s) {
+  add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
     // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
     // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
     if (k.cpu_order || max_rows <= 2) {  // fp32 activations on CUDA cores
@@ -321,7 +318,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
                                  pairs_padded, py, s);
   });
-  add("mhc_post_ffn", 0, 0, 0, [=](L, int, cudaStream_t s) {
+  add("mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
     return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);
   });
   return ops;
