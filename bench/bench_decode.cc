@@ -67,7 +67,8 @@ double TimeGraph(const std::function<int(cudaStream_t)>& body, cudaStream_t s, i
   return ms < 0 ? -1 : ms * 1e3 / reps;
 }
 
-void Report(const char* mode, const char* kind, int batch, long long context,
+// Prints the configuration's JSON line; false (and a message) when a launch or the device failed.
+bool Report(const char* mode, const char* kind, int batch, long long context,
             const std::vector<Op>& ops, const std::vector<const LayerWeights*>& layers,
             const std::vector<int>& index, cudaStream_t s, int reps) {
   const double n = static_cast<double>(layers.size());
@@ -83,6 +84,11 @@ void Report(const char* mode, const char* kind, int batch, long long context,
                 },
                 s, reps) /
             n;
+    if (us[k] < 0) {
+      std::fprintf(stderr, "bench_decode: %s failed: %s\n", ops[k].name.c_str(),
+                   cudaGetErrorString(cudaGetLastError()));
+      return false;
+    }
     floor_bytes += ops[k].floor_bytes;
     flops += ops[k].flops;
     sum_us += us[k];
@@ -98,6 +104,11 @@ void Report(const char* mode, const char* kind, int batch, long long context,
                               },
                               s, reps) /
                           n;
+  if (layer_us < 0) {
+    std::fprintf(stderr, "bench_decode: the layer failed: %s\n",
+                 cudaGetErrorString(cudaGetLastError()));
+    return false;
+  }
   const double floor_us = floor_bytes / kHbmBytesPerS * 1e6;
   std::printf(
       "{\"mode\": \"%s\", \"layer\": \"%s\", \"batch\": %d, \"context\": %lld, "
@@ -121,6 +132,7 @@ void Report(const char* mode, const char* kind, int batch, long long context,
   }
   std::printf("]}\n");
   std::fflush(stdout);
+  return true;
 }
 
 }  // namespace
@@ -136,6 +148,11 @@ int main(int argc, char** argv) {
   bool prefill = false;
   std::vector<long long> batches = {1, 8, 64, 256}, contexts = {4096, 32768, 131072};
 #endif
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "%s: every flag takes a value (see the header of bench/bench_decode.cc)\n",
+                 argv[0]);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--layers") {
@@ -219,8 +236,10 @@ int main(int argc, char** argv) {
           continue;
         }
         cudaDeviceSynchronize();
-        Report(prefill ? "prefill" : "decode", csa ? "csa" : "hca", static_cast<int>(batch),
-               context, ops, kind, index, s, reps);
+        if (!Report(prefill ? "prefill" : "decode", csa ? "csa" : "hca", static_cast<int>(batch),
+                    context, ops, kind, index, s, reps)) {
+          return 1;
+        }
       }
     }
   }
