@@ -15,48 +15,10 @@ namespace deepinfer::grammar::internal {
 
 namespace {
 
-enum Bit : unsigned {
-  kNull = 1,
-  kBool = 2,
-  kObject = 4,
-  kArray = 8,
-  kString = 16,
-  kFraction = 32,  // a number that is not an integer
-  kInteger = 64,
-  kAll = 127,
-};
-
-unsigned TypeNameBits(std::string_view s) {
-  if (s == "null") return kNull;
-  if (s == "boolean") return kBool;
-  if (s == "object") return kObject;
-  if (s == "array") return kArray;
-  if (s == "string") return kString;
-  if (s == "number") return kFraction | kInteger;
-  if (s == "integer") return kInteger;
-  return kAll;  // unknown names are errors elsewhere; stay conservative here
-}
-
-unsigned ValueBits(element v) {
-  double d;
-  switch (v.type()) {
-    case simdjson::dom::element_type::NULL_VALUE:
-      return kNull;
-    case simdjson::dom::element_type::BOOL:
-      return kBool;
-    case simdjson::dom::element_type::OBJECT:
-      return kObject;
-    case simdjson::dom::element_type::ARRAY:
-      return kArray;
-    case simdjson::dom::element_type::STRING:
-      return kString;
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-      return kInteger;
-    default:
-      if (v.get_double().get(d) != simdjson::SUCCESS) return kAll;
-      return d == std::floor(d) ? kInteger : kFraction;
-  }
+// A `type` name's bits; unknown names are errors elsewhere, so stay conservative here.
+unsigned KnownTypeBits(std::string_view s) {
+  const unsigned bits = TypeNameBits(s);
+  return bits ? bits : kAll;
 }
 
 bool IsScalar(element v) {
@@ -98,11 +60,11 @@ Footprint FootprintOf(const Parts& parts) {
     array arr;
     if (obj["type"].get(v) == simdjson::SUCCESS) {
       if (v.get_string().get(s) == simdjson::SUCCESS) {
-        f.bits &= TypeNameBits(s);
+        f.bits &= KnownTypeBits(s);
       } else if (v.get_array().get(arr) == simdjson::SUCCESS) {
         unsigned m = 0;
         for (element x : arr)
-          m |= x.get_string().get(s) == simdjson::SUCCESS ? TypeNameBits(s) : kAll;
+          m |= x.get_string().get(s) == simdjson::SUCCESS ? KnownTypeBits(s) : kAll;
         f.bits &= m;
       }
     }

@@ -52,6 +52,23 @@ struct PartObjectKeys {
 /// or by distinct scalar `const`/`enum` values), nothing when two branches accept everything.
 enum class OneOfKind { kExact, kNothing, kNotExact };
 
+/// JSON value kinds as bits, for `type` keywords and enum/const values (a number without a
+/// fraction is kInteger, any other number kFraction).
+enum JsonTypeBit : unsigned {
+  kNull = 1,
+  kBool = 2,
+  kObject = 4,
+  kArray = 8,
+  kString = 16,
+  kFraction = 32,
+  kInteger = 64,
+  kAll = 127,
+};
+/// The bits of a `type` name ("number" is kFraction | kInteger); 0 for an unknown name.
+unsigned TypeNameBits(std::string_view name);
+/// The bit of a JSON value (all bits when a number cannot be read).
+unsigned ValueBits(element v);
+
 bool IsAnnotation(std::string_view k);
 /// A keyword that constrains instances (handled or reported); others are annotations.
 bool IsValidationKeyword(std::string_view k);

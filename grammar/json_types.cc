@@ -9,42 +9,54 @@
 
 namespace deepinfer::grammar::internal {
 
+unsigned TypeNameBits(std::string_view s) {
+  if (s == "null") return kNull;
+  if (s == "boolean") return kBool;
+  if (s == "object") return kObject;
+  if (s == "array") return kArray;
+  if (s == "string") return kString;
+  if (s == "number") return kFraction | kInteger;
+  if (s == "integer") return kInteger;
+  return 0;
+}
+
+unsigned ValueBits(element v) {
+  double d;
+  switch (v.type()) {
+    case simdjson::dom::element_type::NULL_VALUE:
+      return kNull;
+    case simdjson::dom::element_type::BOOL:
+      return kBool;
+    case simdjson::dom::element_type::OBJECT:
+      return kObject;
+    case simdjson::dom::element_type::ARRAY:
+      return kArray;
+    case simdjson::dom::element_type::STRING:
+      return kString;
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+      return kInteger;
+    default:
+      if (v.get_double().get(d) != simdjson::SUCCESS) return kAll;
+      return d == std::floor(d) ? kInteger : kFraction;
+  }
+}
+
 namespace {
 
-enum TypeBit : unsigned {
-  kNull = 1,
-  kBool = 2,
-  kObject = 4,
-  kArray = 8,
-  kString = 16,
-  kNumber = 32,
-  kInteger = 64,
-  kAll = 127,
-};
-
 Status TypeMask(element t, const std::string& path, unsigned* mask) {
-  auto one = [&](std::string_view s) -> unsigned {
-    if (s == "null") return kNull;
-    if (s == "boolean") return kBool;
-    if (s == "object") return kObject;
-    if (s == "array") return kArray;
-    if (s == "string") return kString;
-    if (s == "number") return kNumber | kInteger;
-    if (s == "integer") return kInteger;
-    return 0;
-  };
   std::string_view s;
   array arr;
   *mask = 0;
   if (t.get_string().get(s) == simdjson::SUCCESS) {
-    *mask = one(s);
+    *mask = TypeNameBits(s);
     if (*mask == 0) return InvalidArgument("json_schema: unknown type '" + std::string(s) + "'");
   } else if (t.get_array().get(arr) == simdjson::SUCCESS) {
     for (element x : arr) {
-      if (x.get_string().get(s) != simdjson::SUCCESS || one(s) == 0) {
+      if (x.get_string().get(s) != simdjson::SUCCESS || TypeNameBits(s) == 0) {
         return InvalidArgument("json_schema: bad entry in type array at " + path);
       }
-      *mask |= one(s);
+      *mask |= TypeNameBits(s);
     }
   } else {
     return InvalidArgument("json_schema: type must be a string or an array at " + path);
@@ -52,27 +64,7 @@ Status TypeMask(element t, const std::string& path, unsigned* mask) {
   return Status::Ok();
 }
 
-bool ValueFits(element v, unsigned mask) {
-  double d;
-  switch (v.type()) {
-    case simdjson::dom::element_type::NULL_VALUE:
-      return mask & kNull;
-    case simdjson::dom::element_type::BOOL:
-      return mask & kBool;
-    case simdjson::dom::element_type::OBJECT:
-      return mask & kObject;
-    case simdjson::dom::element_type::ARRAY:
-      return mask & kArray;
-    case simdjson::dom::element_type::STRING:
-      return mask & kString;
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-      return mask & kInteger;
-    default:
-      if (v.get_double().get(d) != simdjson::SUCCESS) return false;
-      return std::floor(d) == d ? (mask & kInteger) : (mask & kNumber);
-  }
-}
+bool ValueFits(element v, unsigned mask) { return (ValueBits(v) & mask) != 0; }
 
 }  // namespace
 
@@ -256,14 +248,14 @@ Status SchemaCompiler::CompileKeywords(const Keywords& kw, const std::string& pa
     DI_RETURN_IF_ERROR(StringSchema(kw, path, &s));
     alts.push_back({s});
   }
-  if ((mask & kNumber) && !(mask & kInteger)) {  // numbers that are not integers
+  if ((mask & kFraction) && !(mask & kInteger)) {  // numbers that are not integers
     for (const char* k :
          {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
       if (kw.single.count(k)) Unenforced(path, k, "is not enforced next to 'not' integer");
     }
     alts.push_back({j_.NonIntegerNumber()});
-  } else if (mask & (kNumber | kInteger)) {
-    DI_RETURN_IF_ERROR(NumberSchema(kw, path, !(mask & kNumber), &s));
+  } else if (mask & (kFraction | kInteger)) {
+    DI_RETURN_IF_ERROR(NumberSchema(kw, path, !(mask & kFraction), &s));
     alts.push_back({s});
   }
   if (mask & kObject) {
