@@ -15,6 +15,8 @@
 #include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
 #include "kernels/ops.h"
+#include "kernels/route.h"
+#include "kernels/topk.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -69,6 +71,9 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   float *iq = a.Take<float>(Bp * kIndexHeads * kIndexDim), *icomp = a.Take<float>(Bp * 512);
   float *iw = a.Take<float>(Bp * kIndexHeads),
         *scores = a.Take<float>(Bp * std::max<int64_t>(1, n_keys));
+  int32_t* topk_idx = a.Take<int32_t>(Bp * kIndexTopK);
+  uint8_t* topk_ws =
+      a.Take<uint8_t>(std::max<size_t>(16, kernels::RowTopKWorkspace(B, n_keys, kIndexTopK)));
   float *o = a.Take<float>(Bp * qdim), *z = a.Take<float>(Bp * kOGroups * kOLora);
   float *h = a.Take<float>(Bp * kHidden), *logits = a.Take<float>(Bp * kExperts);
   float *sg = a.Take<float>(Bp * kMoeInter), *su = a.Take<float>(Bp * kMoeInter);
@@ -81,35 +86,39 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   float* ps = a.Take<float>(kernels::Fp8ActScaleCount(pairs, kMoeInter));
   int64_t* positions = a.Take<int64_t>(B);
   int64_t* offsets = a.Take<int64_t>(B + 1);
-  // Routing: six distinct experts per token at random (a balanced router's expectation), the
-  // tokens of each expert in groups of up to eight.
-  std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> by_expert(kExperts);
-  for (int b = 0; b < B; ++b) {
-    std::set<int> chosen;
-    while (static_cast<int>(chosen.size()) < kTopK)
-      chosen.insert(static_cast<int>(rng() % kExperts));
-    for (int e : chosen) by_expert[e].push_back(b);
+  // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
+  // input is fixed random logits, the same for every layer copy, so the experts it picks, and
+  // with them the floor and the GEMV's row bound, are read back once here.
+  const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts);
+  float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
+  float* route_w = a.Take<float>(pairs);
+  int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs);
+  int32_t* n_live = a.Take<int32_t>(1);
+  auto* d_up = a.Take<kernels::ExpertGroup>(capacity);
+  auto* d_down = a.Take<kernels::ExpertGroup>(capacity);
+  float* hs = a.Take<float>(Bp * kHidden);  // the shared expert's output, before the combine
+  if (!hs || !d_down) return {};
+  FillFloats(route_logits, B * kExperts, seed + 3, 4.0f);
+  FillFloats(route_bias, kExperts, seed + 4, 1e-3f);  // balanced: the bias only breaks near-ties
+  kernels::RouterParams rp;
+  rp.experts = kExperts;
+  rp.top_k = kTopK;
+  rp.routed_scaling = 1.5f;
+  int32_t live = 0;
+  std::vector<kernels::ExpertGroup> up_groups(capacity);
+  if (kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp, route_e, route_w,
+                           nullptr) ||
+      kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, d_up, d_down, n_live, route_rank,
+                                 nullptr) ||
+      cudaMemcpy(&live, n_live, sizeof(live), cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(up_groups.data(), d_up, capacity * sizeof(up_groups[0]), cudaMemcpyDeviceToHost) !=
+          cudaSuccess) {
+    return {};
   }
-  std::vector<kernels::ExpertGroup> up_groups, down_groups;
-  int distinct = 0, pair = 0;
-  for (int e = 0; e < kExperts; ++e) {
-    distinct += !by_expert[e].empty();
-    for (size_t i = 0; i < by_expert[e].size(); i += kernels::kExpertGroupRows) {
-      kernels::ExpertGroup g{}, d{};
-      g.expert = d.expert = e;
-      g.rows = d.rows = static_cast<int32_t>(
-          std::min<size_t>(kernels::kExpertGroupRows, by_expert[e].size() - i));
-      for (int r = 0; r < g.rows; ++r, ++pair) {
-        g.x_row[r] = by_expert[e][i + r];  // the token's normalised input
-        g.y_row[r] = d.x_row[r] = d.y_row[r] = pair;
-      }
-      up_groups.push_back(g);
-      down_groups.push_back(d);
-    }
-  }
-  auto* d_up = a.Take<kernels::ExpertGroup>(up_groups.size());
-  auto* d_down = a.Take<kernels::ExpertGroup>(down_groups.size());
+  up_groups.resize(live);
+  std::set<int> chosen;
+  for (const auto& g : up_groups) chosen.insert(g.expert);
+  const int distinct = static_cast<int>(chosen.size());
   // The cache each layer copy reads (fp32 rows in stage 1). Decode: each sequence's attention
   // rows gathered per query, and its own index keys. Prefill (one sequence): a pool of the
   // chunk's window rows and the sequence's compressed rows that every token indexes into, and
@@ -127,6 +136,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   }
   int32_t* row_index = nullptr;
   if (prefill) {  // window: earlier tokens of the chunk; then the selected compressed rows
+    std::mt19937 rng(seed);
     std::vector<int32_t> index(B * n_rows);
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t e = 0; e < n_rows; ++e) {
@@ -138,20 +148,15 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     if (!row_index) return {};
     cudaMemcpy(row_index, index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
   }
-  if (!streams2 || !d_up || !d_down || !py || !offsets || !pq || !ps || !attn_scratch || !split)
-    return {};
+  if (!streams2 || !py || !offsets || !pq || !ps || !attn_scratch || !split) return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
   std::vector<int64_t> hpos(B, context - 1), hoff(B + 1);
   for (int b = 0; b <= B; ++b) hoff[b] = b * n_rows;
   cudaMemcpy(positions, hpos.data(), B * sizeof(int64_t), cudaMemcpyHostToDevice);
   cudaMemcpy(offsets, hoff.data(), (B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice);
-  cudaMemcpy(d_up, up_groups.data(), up_groups.size() * sizeof(up_groups[0]),
-             cudaMemcpyHostToDevice);
-  cudaMemcpy(d_down, down_groups.data(), down_groups.size() * sizeof(down_groups[0]),
-             cudaMemcpyHostToDevice);
 
-  const int n_up = static_cast<int>(up_groups.size());
+  const int n_up = static_cast<int>(capacity);
   int max_rows = 1;
   for (const auto& g : up_groups) max_rows = std::max(max_rows, static_cast<int>(g.rows));
   const double hc_bytes = 4.0 * kHcMix * flat;
@@ -234,6 +239,11 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
           }
           return 0;
         });
+    // The selection itself; the bench's attention reads rows gathered at setup, as many as the
+    // top-k picks (the device cache that would take these indices is stage 2's).
+    add("indexer_topk", 0, 0, [=](L, int, cudaStream_t s) {
+      return kernels::RowTopK(scores, B, n_keys, nullptr, n_keys, kIndexTopK, topk_idx, topk_ws, s);
+    });
   }
   add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
@@ -287,36 +297,46 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;
     if (const int e = dense(l.shared_w3, 0, l.shared_w3.out, xn, su, s)) return e;
     if (const int e = kernels::SwiGlu(sg, su, B * kMoeInter, 10.0f, sa, s)) return e;
-    return dense(l.shared_w2, 0, l.shared_w2.out, sa, h, s);
+    return dense(l.shared_w2, 0, l.shared_w2.out, sa, hs, s);
+  });
+  add("router", 0, 0, [=](L, int, cudaStream_t s) {
+    if (const int e = kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp,
+                                           route_e, route_w, s))
+      return e;
+    return kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, d_up, d_down, n_live,
+                                      route_rank, s);
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
-  const int n_down = static_cast<int>(down_groups.size());
+  const int n_down = n_up;
   add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
     // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
     // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
     if (k.cpu_order || max_rows <= 2) {  // fp32 activations on CUDA cores
       if (const int e = kernels::Fp4ExpertGemv(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, max_rows,
-                                               xn, pg, s))
+                                               xn, pg, s, n_live))
         return e;
       if (const int e = kernels::Fp4ExpertGemv(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, max_rows,
-                                               xn, pu, s))
+                                               xn, pu, s, n_live))
         return e;
       if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
       return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa,
-                                    py, s);
+                                    py, s, n_live);
     }
     // FP8 activations (the reference numerics) on tensor cores.
     if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
-    if (const int e =
-            kernels::Fp4ExpertMma(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp, pg, s))
+    if (const int e = kernels::Fp4ExpertMma(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
+                                            pg, s, n_live))
       return e;
-    if (const int e =
-            kernels::Fp4ExpertMma(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp, pu, s))
+    if (const int e = kernels::Fp4ExpertMma(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
+                                            pu, s, n_live))
       return e;
     if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
     if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
     return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
-                                 pairs_padded, py, s);
+                                 pairs_padded, py, s, n_live);
+  });
+  add("combine", 0, 0, [=](L, int, cudaStream_t s) {
+    return kernels::CombineExperts(py, route_e, route_w, hs, B, kTopK, kHidden, h, s);
   });
   add("mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
     return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);

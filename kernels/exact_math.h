@@ -29,6 +29,26 @@ DI_HOST_DEVICE inline float ExpF(float x) {
 
 DI_HOST_DEVICE inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
 
+/// log1p in double, rounded once to float (glibc's log1pf and CUDA's differ; see ExpF).
+DI_HOST_DEVICE inline float Log1pF(float x) {
+#ifdef __CUDA_ARCH__
+  return static_cast<float>(::log1p(static_cast<double>(x)));
+#else
+  return static_cast<float>(std::log1p(static_cast<double>(x)));
+#endif
+}
+
+/// The MoE router's sqrt(softplus(logit)), softplus linear above 20 as in PyTorch. sqrt is
+/// correctly rounded on both sides (nvcc's default -prec-sqrt=true).
+DI_HOST_DEVICE inline float SqrtSoftplusF(float logit) {
+  const float sp = logit > 20.0f ? logit : Log1pF(ExpF(logit));
+#ifdef __CUDA_ARCH__
+  return ::sqrtf(sp);
+#else
+  return std::sqrt(sp);
+#endif
+}
+
 /// The pairwise combination of OrderedDot's eight partial sums (kernels that run the eight lanes
 /// on eight threads finish with it too).
 DI_HOST_DEVICE inline float CombineLanes(const float* acc) {

@@ -132,10 +132,12 @@ template <int Outs, int MaxRows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Fp4ExpertKernel(const uint8_t* const* __restrict__ weights,
                     const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
-                    const ExpertGroup* __restrict__ groups, const float* __restrict__ x,
+                    const ExpertGroup* __restrict__ groups, int first,
+                    const int32_t* __restrict__ live, const float* __restrict__ x,
                     float* __restrict__ y) {
+  if (live != nullptr && first + static_cast<int>(blockIdx.y) >= *live) return;
   __shared__ ExpertGroup group;
-  if (threadIdx.x == 0) group = groups[blockIdx.y];
+  if (threadIdx.x == 0) group = groups[first + blockIdx.y];
   __syncthreads();
   const int64_t o0 =
       (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
@@ -147,36 +149,36 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 template <int Outs, int MaxRows>
 void LaunchRows(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
-                int64_t in, const ExpertGroup* groups, int n_groups, const float* x, float* y,
-                cudaStream_t stream) {
+                int64_t in, const ExpertGroup* groups, int n_groups, const int32_t* live,
+                const float* x, float* y, cudaStream_t stream) {
   const int64_t per_block = kWarpsPerBlock * Outs;
   // Groups run along grid.y, which holds at most 65,535: larger counts take several launches.
   for (int first = 0; first < n_groups; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
                     static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
-    Fp4ExpertKernel<Outs, MaxRows>
-        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(weights, scales, out, in, groups + first, x, y);
+    Fp4ExpertKernel<Outs, MaxRows><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        weights, scales, out, in, groups, first, live, x, y);
   }
 }
 
 template <int Outs>
 void Launch(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out, int64_t in,
-            const ExpertGroup* groups, int n_groups, int max_rows, const float* x, float* y,
-            cudaStream_t stream) {
+            const ExpertGroup* groups, int n_groups, const int32_t* live, int max_rows,
+            const float* x, float* y, cudaStream_t stream) {
   if (max_rows <= 1)
-    return LaunchRows<Outs, 1>(weights, scales, out, in, groups, n_groups, x, y, stream);
+    return LaunchRows<Outs, 1>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
   if (max_rows <= 2)
-    return LaunchRows<Outs, 2>(weights, scales, out, in, groups, n_groups, x, y, stream);
+    return LaunchRows<Outs, 2>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
   if (max_rows <= 4)
-    return LaunchRows<Outs, 4>(weights, scales, out, in, groups, n_groups, x, y, stream);
-  LaunchRows<Outs, 8>(weights, scales, out, in, groups, n_groups, x, y, stream);
+    return LaunchRows<Outs, 4>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
+  LaunchRows<Outs, 8>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
 }
 
 }  // namespace
 
 int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                   int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
-                  float* y, void* stream) {
+                  float* y, void* stream, const int32_t* live_groups) {
   if (in % 32 != 0 || out <= 0 || n_groups < 0 || max_rows < 1 || max_rows > kExpertGroupRows) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -186,11 +188,11 @@ int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, i
   // keep HBM busy (bench/RESULTS.md, "FP8 block-scaled GEMV", measured the same trade-off).
   const int64_t warps_at_4 = n_groups * (out / 4);
   if (warps_at_4 >= 2048) {
-    Launch<4>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+    Launch<4>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
   } else if (warps_at_4 * 2 >= 2048) {
-    Launch<2>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+    Launch<2>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
   } else {
-    Launch<1>(weights, scales, out, in, groups, n_groups, max_rows, x, y, s);
+    Launch<1>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
   }
   return static_cast<int>(cudaGetLastError());
 }

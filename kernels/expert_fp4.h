@@ -24,10 +24,12 @@ struct ExpertGroup {
 /// e8m0 bytes; `weights`, `scales` and `groups` are device arrays. in must be a multiple of 32
 /// and rows 16-byte aligned (in / 2 a multiple of 16 bytes follows). max_rows (1..8) bounds every
 /// group's `rows` (a group with more writes nothing): the kernel's registers are sized by it, so
-/// decode at batch 1 (all groups of one row) streams at full occupancy.
+/// decode at batch 1 (all groups of one row) streams at full occupancy. With live_groups (a
+/// device count, as BuildExpertGroups in kernels/route.h writes it) n_groups is the capacity the
+/// grid covers and only groups below *live_groups run, so a captured graph serves any routing.
 int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                   int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
-                  float* y, void* stream);
+                  float* y, void* stream, const int32_t* live_groups = nullptr);
 
 /// The same products on tensor cores for the reference numerics, where activations are FP8:
 /// xq [x_rows, in] e4m3 with x_scale [in / 128, x_rows] (QuantizeActFp8's layout, kernels/
@@ -35,8 +37,10 @@ int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, i
 /// (the mma's N; a group with more writes nothing). Products of each 32-weight block are exact,
 /// accumulated by the mma (gpu_tests bound the result at 1e-5 of the products' magnitudes), then
 /// scaled by the weight's and the activation's block scales. in % 128 == 0.
+/// live_groups as for Fp4ExpertGemv.
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
-                 const float* x_scale, int64_t x_rows, float* y, void* stream);
+                 const float* x_scale, int64_t x_rows, float* y, void* stream,
+                 const int32_t* live_groups = nullptr);
 
 }  // namespace deepinfer::kernels

@@ -41,10 +41,12 @@ __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 __global__ void __launch_bounds__(kWarps * 32)
     Fp4ExpertMmaKernel(const uint8_t* const* __restrict__ weights,
                        const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
-                       const ExpertGroup* __restrict__ groups, const uint8_t* __restrict__ xq,
+                       const ExpertGroup* __restrict__ groups, int first,
+                       const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
                        const float* __restrict__ x_scale, int64_t x_rows, float* __restrict__ y) {
+  if (live != nullptr && first + static_cast<int>(blockIdx.y) >= *live) return;
   __shared__ ExpertGroup group;
-  if (threadIdx.x == 0) group = groups[blockIdx.y];
+  if (threadIdx.x == 0) group = groups[first + blockIdx.y];
   __syncthreads();
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
@@ -100,7 +102,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
-                 const float* x_scale, int64_t x_rows, float* y, void* stream) {
+                 const float* x_scale, int64_t x_rows, float* y, void* stream,
+                 const int32_t* live_groups) {
   if (in % 128 != 0 || out <= 0 || n_groups < 0 || x_rows % 4 != 0) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -110,7 +113,7 @@ int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, in
     const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
                     static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
     Fp4ExpertMmaKernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-        weights, scales, out, in, groups + first, xq, x_scale, x_rows, y);
+        weights, scales, out, in, groups, first, live_groups, xq, x_scale, x_rows, y);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -22,13 +22,10 @@ void TopKIndices(const float* scores, int64_t n, int64_t k, int32_t* out,
 
 float RouterScore(ScoringFunc f, float logit) {
   switch (f) {
-    case ScoringFunc::kSqrtSoftplus: {
-      // softplus with PyTorch's linear region above 20.
-      const float sp = logit > 20.0f ? logit : std::log1p(ExpF(logit));
-      return std::sqrt(sp);
-    }
+    case ScoringFunc::kSqrtSoftplus:
+      return SqrtSoftplusF(logit);
     case ScoringFunc::kSigmoid:
-      return 1.0f / (1.0f + ExpF(-logit));
+      return SigmoidF(logit);
     case ScoringFunc::kSoftmax:
       return logit;
   }

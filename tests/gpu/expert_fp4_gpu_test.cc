@@ -35,8 +35,10 @@ class ExpertFp4GpuTest : public ::testing::Test {
   std::mt19937 rng_{std::random_device{}()};
 
   // tensor_cores: Fp4ExpertMma on FP8 activations (quantised on the GPU), checked against the
-  // CPU's QDQ of the same activations; otherwise Fp4ExpertGemv on fp32 activations.
-  void Check(int64_t out, int64_t in, const std::vector<int>& group_rows, bool tensor_cores) {
+  // CPU's QDQ of the same activations; otherwise Fp4ExpertGemv on fp32 activations. live >= 0:
+  // the kernels get a device live count, and the groups from `live` on must write nothing.
+  void Check(int64_t out, int64_t in, const std::vector<int>& group_rows, bool tensor_cores,
+             int32_t live = -1) {
     const int experts = 5;
     std::vector<std::vector<uint8_t>> w(experts), s(experts);
     std::vector<const uint8_t*> dw(experts), ds(experts);
@@ -76,22 +78,24 @@ class ExpertFp4GpuTest : public ::testing::Test {
     float* dx = ToDevice(x);
     float* dy = ToDevice(std::vector<float>(total * out, std::nanf("")));
     const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
+    int32_t* d_live = live >= 0 ? ToDevice(std::vector<int32_t>{live}) : nullptr;
     if (tensor_cores) {
       const int64_t padded = kernels::Fp8GemmPaddedRows(total);
       auto* dxq = ToDevice(std::vector<uint8_t>(padded * in));
       auto* dxs = ToDevice(std::vector<float>(kernels::Fp8ActScaleCount(total, in)));
       ASSERT_EQ(kernels::QuantizeActFp8(dx, total, in, dxq, dxs, nullptr), 0);
-      ASSERT_EQ(
-          kernels::Fp4ExpertMma(d_weights, d_scales, out, in, d_groups,
-                                static_cast<int>(groups.size()), dxq, dxs, padded, dy, nullptr),
-          0);
+      ASSERT_EQ(kernels::Fp4ExpertMma(d_weights, d_scales, out, in, d_groups,
+                                      static_cast<int>(groups.size()), dxq, dxs, padded, dy,
+                                      nullptr, d_live),
+                0);
       for (int r = 0; r < total; ++r) QdqFp8Blocks(&x[r * in], in, 128, 1e-4f);  // the reference
       cudaDeviceSynchronize();
       cudaFree(dxq);
       cudaFree(dxs);
     } else {
       ASSERT_EQ(kernels::Fp4ExpertGemv(d_weights, d_scales, out, in, d_groups,
-                                       static_cast<int>(groups.size()), max_rows, dx, dy, nullptr),
+                                       static_cast<int>(groups.size()), max_rows, dx, dy, nullptr,
+                                       d_live),
                 0);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -99,7 +103,15 @@ class ExpertFp4GpuTest : public ::testing::Test {
     cudaMemcpy(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost);
 
     std::vector<float> row(in);
-    for (const auto& g : groups) {
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const kernels::ExpertGroup& g = groups[gi];
+      if (live >= 0 && static_cast<int32_t>(gi) >= live) {
+        for (int r = 0; r < g.rows; ++r) {
+          for (int64_t o = 0; o < out; ++o)
+            ASSERT_TRUE(std::isnan(y[g.y_row[r] * out + o])) << "group " << gi << " past live";
+        }
+        continue;
+      }
       const LinearWeight lw =
           testing::Fp4BlockView(out, in, w[g.expert].data(), s[g.expert].data());
       for (int64_t o = 0; o < out; ++o) {
@@ -126,6 +138,7 @@ class ExpertFp4GpuTest : public ::testing::Test {
     cudaFree(d_groups);
     cudaFree(dx);
     cudaFree(dy);
+    if (d_live) cudaFree(d_live);
   }
 };
 
@@ -144,6 +157,13 @@ TEST_F(ExpertFp4GpuTest, TensorCoresMatchCpuOnQuantisedActivations) {
   EXPECT_NE(kernels::Fp4ExpertMma(nullptr, nullptr, 16, 96, nullptr, 1, nullptr, nullptr, 16,
                                   nullptr, nullptr),
             0);  // in % 128
+}
+
+// A captured launch covers the capacity; the routed count on the device decides what runs.
+TEST_F(ExpertFp4GpuTest, GroupsPastTheLiveCountWriteNothing) {
+  Check(300, 256, {8, 3, 5, 1, 2}, false, 3);
+  Check(300, 256, {8, 3, 5, 1, 2}, true, 2);
+  Check(64, 128, {1, 1}, false, 0);
 }
 
 TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {

@@ -1,0 +1,231 @@
+// Router, expert grouping and combine (kernels/route.h). Every sum the CPU takes in a fixed
+// order is taken here in that order on one thread, with products and sums rounded one by one
+// (__fmul_rn/__fadd_rn, and no contraction where the CPU has none), so the results are the
+// CPU's bit for bit.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/exact_math.h"
+#include "kernels/route.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kRouteThreads = 256, kGroupThreads = 1024;
+
+// Larger key = larger value, then lower id; -0 ranks as +0 (TopKIndices compares values).
+__device__ __forceinline__ uint64_t RankKey(float v, int id) {
+  uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<uint64_t>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+
+__device__ __forceinline__ uint64_t WarpMax(uint64_t v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const uint64_t o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+
+__global__ void __launch_bounds__(kRouteThreads)
+    RouteKernel(const float* logits, const float* bias, const int32_t* tid2eid,
+                const int32_t* tokens, RouterParams p, int32_t* experts, float* weights) {
+  __shared__ float score[kMaxRouterExperts];
+  __shared__ uint64_t keys[kMaxRouterExperts];
+  __shared__ uint64_t warp_best[kRouteThreads / 32];
+  __shared__ int32_t chosen[kMaxRouterTopK];
+  __shared__ float s_sum;
+  const int64_t t = blockIdx.x;
+  const int E = p.experts, K = p.top_k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float* lg = logits + t * E;
+  for (int e = threadIdx.x; e < E; e += kRouteThreads) {
+    const float x = lg[e];
+    score[e] = p.scoring == RouterScoring::kSqrtSoftplus ? SqrtSoftplusF(x)
+               : p.scoring == RouterScoring::kSigmoid    ? SigmoidF(x)
+                                                         : x;
+  }
+  __syncthreads();
+  if (p.scoring == RouterScoring::kSoftmax) {
+    float mx = -INFINITY;
+    for (int e = threadIdx.x; e < E; e += kRouteThreads) mx = fmaxf(mx, score[e]);
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) reinterpret_cast<float*>(warp_best)[warp] = mx;
+    __syncthreads();
+    mx = -INFINITY;
+    for (int w = 0; w < kRouteThreads / 32; ++w)
+      mx = fmaxf(mx, reinterpret_cast<float*>(warp_best)[w]);
+    for (int e = threadIdx.x; e < E; e += kRouteThreads) score[e] = ExpF(__fsub_rn(score[e], mx));
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the CPU's sum, in expert order
+      float s = 0.0f;
+      for (int e = 0; e < E; ++e) s = __fadd_rn(s, score[e]);
+      s_sum = s;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += kRouteThreads) score[e] = __fdiv_rn(score[e], s_sum);
+    __syncthreads();
+  }
+  if (tid2eid != nullptr) {
+    if (threadIdx.x < K)
+      chosen[threadIdx.x] = tid2eid[static_cast<int64_t>(tokens[t]) * K + threadIdx.x];
+  } else {
+    for (int e = threadIdx.x; e < E; e += kRouteThreads)
+      keys[e] = RankKey(__fadd_rn(score[e], bias != nullptr ? bias[e] : 0.0f), e);
+    __syncthreads();
+    for (int k = 0; k < K; ++k) {
+      uint64_t best = 0;
+      for (int e = threadIdx.x; e < E; e += kRouteThreads) best = keys[e] > best ? keys[e] : best;
+      best = WarpMax(best);
+      if (lane == 0) warp_best[warp] = best;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        uint64_t top = 0;
+        for (int w = 0; w < kRouteThreads / 32; ++w) top = warp_best[w] > top ? warp_best[w] : top;
+        const int e = static_cast<int>(0xffffffffu - static_cast<uint32_t>(top));
+        chosen[k] = e;
+        keys[e] = 0;
+      }
+      __syncthreads();
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float w[kMaxRouterTopK];
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum = __fadd_rn(sum, w[k] = score[chosen[k]]);
+    const float norm = p.norm_topk_prob ? __fdiv_rn(1.0f, __fadd_rn(sum, 1e-20f)) : 1.0f;
+    const float factor = __fmul_rn(norm, p.routed_scaling);
+    for (int k = 0; k < K; ++k) {
+      experts[t * K + k] = chosen[k];
+      weights[t * K + k] = __fmul_rn(w[k], factor);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kGroupThreads)
+    GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, ExpertGroup* up,
+                ExpertGroup* down, int32_t* n_groups, int32_t* rank) {
+  __shared__ int cnt[kMaxRouterExperts];
+  __shared__ int scan[kGroupThreads];
+  __shared__ int chunk[kGroupThreads];
+  const int tid = threadIdx.x;
+  for (int e = tid; e < E; e += kGroupThreads) cnt[e] = 0;
+  __syncthreads();
+  // Rank of each pair among its expert's pairs, in pair order: the count before this chunk
+  // plus the earlier pairs of this chunk (every thread reads chunk[j] in step: broadcasts).
+  for (int64_t base = 0; base < pairs; base += kGroupThreads) {
+    const int64_t p = base + tid;
+    int e = p < pairs ? experts[p] : -1;
+    if (e >= E) e = -1;
+    chunk[tid] = e;
+    __syncthreads();
+    if (e >= 0) {
+      int local = 0;
+      for (int j = 0; j < tid; ++j) local += chunk[j] == e;
+      rank[p] = cnt[e] + local;
+    }
+    __syncthreads();
+    if (e >= 0) atomicAdd(&cnt[e], 1);
+    __syncthreads();
+  }
+  const int groups = tid < E ? (cnt[tid] + kExpertGroupRows - 1) / kExpertGroupRows : 0;
+  scan[tid] = groups;
+  __syncthreads();
+  for (int off = 1; off < kGroupThreads; off <<= 1) {  // inclusive scan
+    const int v = tid >= off ? scan[tid - off] : 0;
+    __syncthreads();
+    scan[tid] += v;
+    __syncthreads();
+  }
+  const int first = scan[tid] - groups;
+  if (tid == kGroupThreads - 1) *n_groups = scan[tid];
+  for (int j = 0; j < groups; ++j) {
+    up[first + j].expert = down[first + j].expert = tid;
+    up[first + j].rows = down[first + j].rows =
+        min(kExpertGroupRows, cnt[tid] - j * kExpertGroupRows);
+  }
+  __syncthreads();
+  for (int64_t p = tid; p < pairs; p += kGroupThreads) {
+    const int e = experts[p];
+    if (e < 0 || e >= E) continue;
+    const int r = rank[p];
+    const int g =
+        scan[e] - (cnt[e] + kExpertGroupRows - 1) / kExpertGroupRows + r / kExpertGroupRows;
+    const int slot = r % kExpertGroupRows;
+    up[g].x_row[slot] = static_cast<int32_t>(p / K);
+    up[g].y_row[slot] = down[g].x_row[slot] = down[g].y_row[slot] = static_cast<int32_t>(p);
+  }
+}
+
+__global__ void CombineKernel(const float* y, const int32_t* experts, const float* weights,
+                              const float* shared, int K, int64_t dim, float* out) {
+  const int64_t t = blockIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  // The CPU adds experts in id order (equal ids by slot): insertion sort of K slots.
+  int order[kMaxRouterTopK];
+  for (int k = 0; k < K; ++k) {
+    int j = k;
+    while (j > 0 && experts[t * K + order[j - 1]] > experts[t * K + k]) {
+      order[j] = order[j - 1];
+      --j;
+    }
+    order[j] = k;
+  }
+  float acc = 0.0f;
+  for (int i = 0; i < K; ++i) {
+    const int64_t p = t * K + order[i];
+    acc = __fadd_rn(acc, __fmul_rn(y[p * dim + c], weights[p]));
+  }
+  if (shared != nullptr) acc = __fadd_rn(acc, shared[t * dim + c]);
+  out[t * dim + c] = acc;
+}
+
+}  // namespace
+
+int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
+                const int32_t* tokens, int64_t T, const RouterParams& p, int32_t* experts,
+                float* weights, void* stream) {
+  if (p.experts < 1 || p.experts > kMaxRouterExperts || p.top_k < 1 || p.top_k > kMaxRouterTopK ||
+      p.top_k > p.experts || T < 0 || T > 0x7fffffffll || (tid2eid != nullptr && !tokens)) {
+    return cudaErrorInvalidValue;
+  }
+  if (T == 0) return 0;
+  RouteKernel<<<static_cast<unsigned>(T), kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      logits, bias, tid2eid, tokens, p, experts, weights);
+  return cudaGetLastError();
+}
+
+int64_t MaxExpertGroups(int64_t pairs, int experts) {
+  const int64_t by_rows = (pairs + kExpertGroupRows - 1) / kExpertGroupRows;
+  return std::min<int64_t>(pairs, by_rows + std::min<int64_t>(experts, pairs));
+}
+
+int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
+                      ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, int32_t* rank_scratch,
+                      void* stream) {
+  if (n_experts < 1 || n_experts > kMaxRouterExperts || top_k < 1 || pairs < 0 ||
+      pairs > 0x7fffffffll) {
+    return cudaErrorInvalidValue;
+  }
+  GroupKernel<<<1, kGroupThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      experts, pairs, top_k, n_experts, up, down, n_groups, rank_scratch);
+  return cudaGetLastError();
+}
+
+int CombineExperts(const float* y, const int32_t* experts, const float* weights,
+                   const float* shared, int64_t T, int K, int64_t dim, float* out, void* stream) {
+  if (K < 1 || K > kMaxRouterTopK || dim < 1 || dim > 65535 * 256ll || T < 0 || T > 0x7fffffffll) {
+    return cudaErrorInvalidValue;
+  }
+  if (T == 0) return 0;
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 255) / 256));
+  CombineKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(y, experts, weights, shared, K,
+                                                                     dim, out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,54 @@
+// The MoE step's glue on the device: the router (scores, bias, top-k or hash, weights), the
+// grouping of routed (token, slot) pairs by expert for the grouped expert kernels
+// (kernels/expert_fp4.h), and the weighted combine. Each gives exactly what the CPU's Moe
+// (engine/model/moe.cc) computes. Device pointers; `stream` is a cudaStream_t as void*; each
+// returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/expert_fp4.h"
+
+namespace deepinfer::kernels {
+
+/// engine/model/config.h's ScoringFunc, in the same order.
+enum class RouterScoring : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
+
+struct RouterParams {
+  int experts = 0;  // E <= kMaxRouterExperts
+  int top_k = 0;    // K <= kMaxRouterTopK
+  RouterScoring scoring = RouterScoring::kSqrtSoftplus;
+  bool norm_topk_prob = true;
+  float routed_scaling = 1.0f;
+};
+constexpr int kMaxRouterExperts = 1024, kMaxRouterTopK = 16;
+
+/// Per token t < T: experts[t * K ..] and weights[t * K ..] as RouteToken (engine/model/
+/// routing.h) gives them from logits [T, E]: hash-routed when tid2eid is non-null (the row of
+/// tokens[t], ids already checked by the engine), else the top-K of score + bias (bias may be
+/// null), equal values by the lower expert id.
+int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
+                const int32_t* tokens, int64_t T, const RouterParams& p, int32_t* experts,
+                float* weights, void* stream);
+
+/// Most groups BuildExpertGroups can write for `pairs` pairs over E experts.
+int64_t MaxExpertGroups(int64_t pairs, int experts);
+
+/// Groups the pairs p = t * K + k (experts [pairs]) by expert: expert ascending, each expert's
+/// pairs ascending, kExpertGroupRows to a group. up[g] multiplies token rows (x_row = p / K) into
+/// pair rows (y_row = p); down[g] maps pair rows to pair rows. *n_groups (device) receives the
+/// count, at most MaxExpertGroups(pairs, E); the expert kernels take it as their live count, so
+/// one captured launch serves every routing. Ids lie in [0, E) (the loader checks tid2eid; the
+/// router picks nothing else); a pair outside gets no group. rank_scratch holds `pairs` ints. One
+/// block: the pairs of a decode step (up to 256 x 6) take a few microseconds.
+int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
+                      ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, int32_t* rank_scratch,
+                      void* stream);
+
+/// out[t, c] = (sum over token t's pairs, expert ascending, equal experts by slot, of
+/// y[t * K + k, c] * weights[t * K + k]) + shared[t, c] (shared may be null), each product and
+/// sum rounded as the CPU's Moe rounds them.
+int CombineExperts(const float* y, const int32_t* experts, const float* weights,
+                   const float* shared, int64_t T, int K, int64_t dim, float* out, void* stream);
+
+}  // namespace deepinfer::kernels

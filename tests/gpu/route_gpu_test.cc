@@ -1,0 +1,202 @@
+// The MoE glue on the GPU (kernels/route.h) against the CPU's Moe: the router's experts and
+// weights bit for bit (score kinds, bias, hash routing, ties on a coarse grid, logits above
+// softplus's linear threshold), the grouping in the CPU's expert-then-token order across several
+// chunks of pairs, and the combine's sums in the CPU's order.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/model/routing.h"
+#include "kernels/cuda_available.h"
+#include "kernels/route.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deepinfer {
+namespace {
+
+using testing::DeviceVector;
+
+class RouteGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+struct RouterCase {
+  int experts, top_k;
+  ScoringFunc scoring;
+  bool bias, hash, norm;
+  double scaling;
+};
+
+TEST_F(RouteGpuTest, RouterPicksWhatTheCpuPicks) {
+  const std::vector<RouterCase> cases = {
+      {256, 6, ScoringFunc::kSqrtSoftplus, true, false, true, 1.5},
+      {256, 6, ScoringFunc::kSqrtSoftplus, false, true, true, 1.5},
+      {72, 5, ScoringFunc::kSigmoid, false, false, false, 2.5},
+      {300, 8, ScoringFunc::kSoftmax, true, false, true, 1.0},
+      {7, 7, ScoringFunc::kSqrtSoftplus, true, false, true, 1.0}};
+  const int64_t T = 41, vocab = 97;
+  for (const RouterCase& c : cases) {
+    ModelConfig cfg;
+    cfg.n_routed_experts = c.experts;
+    cfg.num_experts_per_tok = c.top_k;
+    cfg.scoring_func = c.scoring;
+    cfg.norm_topk_prob = c.norm;
+    cfg.routed_scaling_factor = c.scaling;
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> logits(T * c.experts), bias(c.experts);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int e = 0; e < c.experts; ++e) {
+        float v = normal(rng_);
+        if (t % 3 == 1) v = std::round(v * 4.0f) / 4.0f;  // a coarse grid: many exact ties
+        if (t % 7 == 2 && e % 5 == 0) v += 25.0f;         // softplus's linear region
+        logits[t * c.experts + e] = v;
+      }
+    }
+    for (float& b : bias) b = std::round(normal(rng_) * 8.0f) / 64.0f;
+    std::vector<int32_t> tokens(T), tid2eid(vocab * c.top_k);
+    for (auto& tok : tokens) tok = static_cast<int32_t>(rng_() % vocab);
+    for (auto& e : tid2eid) e = static_cast<int32_t>(rng_() % c.experts);
+
+    std::vector<int32_t> want_e(T * c.top_k), order;
+    std::vector<float> want_w(T * c.top_k), scratch;
+    for (int64_t t = 0; t < T; ++t) {
+      RouteToken(cfg, &logits[t * c.experts], c.bias ? bias.data() : nullptr,
+                 c.hash ? &tid2eid[tokens[t] * c.top_k] : nullptr, &want_e[t * c.top_k],
+                 &want_w[t * c.top_k], scratch, order);
+    }
+    DeviceVector<float> d_logits(logits), d_bias(bias);
+    DeviceVector<int32_t> d_tokens(tokens), d_table(tid2eid);
+    auto d_e = DeviceVector<int32_t>::Poisoned(T * c.top_k);
+    auto d_w = DeviceVector<float>::Poisoned(T * c.top_k);
+    kernels::RouterParams p;
+    p.experts = c.experts;
+    p.top_k = c.top_k;
+    p.scoring = static_cast<kernels::RouterScoring>(static_cast<int>(c.scoring));
+    p.norm_topk_prob = c.norm;
+    p.routed_scaling = static_cast<float>(c.scaling);
+    ASSERT_EQ(kernels::RouteTokens(d_logits.get(), c.bias ? d_bias.get() : nullptr,
+                                   c.hash ? d_table.get() : nullptr, d_tokens.get(), T, p,
+                                   d_e.get(), d_w.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(d_e.ToHost(), want_e) << "experts, E " << c.experts;
+    const std::vector<float> got_w = d_w.ToHost();
+    EXPECT_EQ(std::memcmp(got_w.data(), want_w.data(), want_w.size() * sizeof(float)), 0)
+        << "weights, E " << c.experts;
+  }
+}
+
+TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
+  const int E = 256, K = 6;
+  for (int64_t T : {1, 37, 256, 900}) {  // 900 x 6 pairs span six chunks of the kernel
+    const int64_t pairs = T * K;
+    std::vector<int32_t> experts(pairs);
+    for (auto& e : experts) {  // a hot set of eight experts takes half the pairs
+      e = static_cast<int32_t>(rng_() % 2 ? rng_() % 8 : rng_() % E);
+    }
+    const int64_t capacity = kernels::MaxExpertGroups(pairs, E);
+    DeviceVector<int32_t> d_experts(experts);
+    auto d_up = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
+    auto d_down = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
+    auto d_count = DeviceVector<int32_t>::Poisoned(1);
+    auto d_rank = DeviceVector<int32_t>::Poisoned(pairs);
+    ASSERT_EQ(kernels::BuildExpertGroups(d_experts.get(), pairs, K, E, d_up.get(), d_down.get(),
+                                         d_count.get(), d_rank.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<kernels::ExpertGroup> want;
+    for (int e = 0; e < E; ++e) {
+      std::vector<int32_t> mine;
+      for (int64_t p = 0; p < pairs; ++p) {
+        if (experts[p] == e) mine.push_back(static_cast<int32_t>(p));
+      }
+      for (size_t i = 0; i < mine.size(); i += kernels::kExpertGroupRows) {
+        kernels::ExpertGroup g{};
+        g.expert = e;
+        g.rows = static_cast<int32_t>(std::min<size_t>(kernels::kExpertGroupRows, mine.size() - i));
+        for (int r = 0; r < g.rows; ++r) {
+          g.x_row[r] = mine[i + r] / K;
+          g.y_row[r] = mine[i + r];
+        }
+        want.push_back(g);
+      }
+    }
+    ASSERT_EQ(d_count.ToHost()[0], static_cast<int32_t>(want.size())) << "T " << T;
+    ASSERT_LE(static_cast<int64_t>(want.size()), capacity);
+    const auto up = d_up.ToHost(), down = d_down.ToHost();
+    for (size_t g = 0; g < want.size(); ++g) {
+      ASSERT_EQ(up[g].expert, want[g].expert) << "group " << g;
+      ASSERT_EQ(up[g].rows, want[g].rows) << "group " << g;
+      ASSERT_EQ(down[g].expert, want[g].expert);
+      ASSERT_EQ(down[g].rows, want[g].rows);
+      for (int r = 0; r < want[g].rows; ++r) {
+        EXPECT_EQ(up[g].x_row[r], want[g].x_row[r]) << "group " << g << " row " << r;
+        EXPECT_EQ(up[g].y_row[r], want[g].y_row[r]);
+        EXPECT_EQ(down[g].x_row[r], want[g].y_row[r]);
+        EXPECT_EQ(down[g].y_row[r], want[g].y_row[r]);
+      }
+    }
+  }
+}
+
+TEST_F(RouteGpuTest, CombineSumsInTheCpuOrder) {
+  const int K = 6;
+  const int64_t T = 19, dim = 300;
+  for (bool with_shared : {true, false}) {
+    std::vector<int32_t> experts(T * K);
+    for (auto& e : experts) e = static_cast<int32_t>(rng_() % 12);  // repeats within a token
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> y(T * K * dim), w(T * K), shared(T * dim);
+    for (float& v : y) v = normal(rng_);
+    for (float& v : w) v = normal(rng_);
+    for (float& v : shared) v = normal(rng_);
+    // The CPU's Moe: experts in id order, each over its tokens' slots in order, then the shared.
+    std::vector<float> want(T * dim, 0.0f);
+    for (int e = 0; e < 12; ++e) {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+          if (experts[t * K + k] != e) continue;
+          for (int64_t c = 0; c < dim; ++c)
+            want[t * dim + c] += y[(t * K + k) * dim + c] * w[t * K + k];
+        }
+      }
+    }
+    if (with_shared) {
+      for (int64_t i = 0; i < T * dim; ++i) want[i] += shared[i];
+    }
+    DeviceVector<float> d_y(y), d_w(w), d_shared(shared);
+    DeviceVector<int32_t> d_e(experts);
+    auto d_out = DeviceVector<float>::Poisoned(T * dim);
+    ASSERT_EQ(kernels::CombineExperts(d_y.get(), d_e.get(), d_w.get(),
+                                      with_shared ? d_shared.get() : nullptr, T, K, dim,
+                                      d_out.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = d_out.ToHost();
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  }
+}
+
+TEST_F(RouteGpuTest, RejectsBadArguments) {
+  kernels::RouterParams p;
+  p.experts = 4;
+  p.top_k = 5;  // more than the experts
+  EXPECT_NE(
+      kernels::RouteTokens(nullptr, nullptr, nullptr, nullptr, 1, p, nullptr, nullptr, nullptr), 0);
+  EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, kernels::kMaxRouterExperts + 1, nullptr,
+                                       nullptr, nullptr, nullptr, nullptr),
+            0);
+  EXPECT_NE(kernels::CombineExperts(nullptr, nullptr, nullptr, nullptr, 1, 17, 8, nullptr, nullptr),
+            0);
+}
+
+}  // namespace
+}  // namespace deepinfer
