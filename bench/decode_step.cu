@@ -6,10 +6,12 @@
 #include <set>
 
 #include "bench/decode_layer.h"
+#include "kernels/compress.h"
 #include "kernels/expert_fp4.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
+#include "kernels/kv_row.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/mqa_decode.h"
@@ -92,8 +94,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts);
   float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
   float* route_w = a.Take<float>(pairs);
-  int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs);
-  int32_t* n_live = a.Take<int32_t>(1);
+  int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs),
+          *n_live = a.Take<int32_t>(1);
   auto* d_up = a.Take<kernels::ExpertGroup>(capacity);
   auto* d_down = a.Take<kernels::ExpertGroup>(capacity);
   float* hs = a.Take<float>(Bp * kHidden);  // the shared expert's output, before the combine
@@ -119,20 +121,35 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   std::set<int> chosen;
   for (const auto& g : up_groups) chosen.insert(g.expert);
   const int distinct = static_cast<int>(chosen.size());
-  // The cache each layer copy reads (fp32 rows in stage 1). Decode: each sequence's attention
-  // rows gathered per query, and its own index keys. Prefill (one sequence): a pool of the
-  // chunk's window rows and the sequence's compressed rows that every token indexes into, and
-  // one set of index keys.
+  // The cache each layer copy reads: attention rows in the 584-byte reference layout (fp32 rows
+  // for the CPU-order kernels). Decode: each sequence's attention rows gathered per query, and
+  // its own index keys. Prefill (one sequence): a pool of the chunk's window rows and the
+  // sequence's compressed rows that every token indexes into, and one set of index keys.
   const int64_t compressed = csa ? context / 4 : context / 128;
   const int64_t pool_rows = prefill ? B + compressed : B * n_rows;
   const int64_t key_rows = prefill ? n_keys : B * n_keys;
+  const int64_t fill_rows = std::min<int64_t>(pool_rows, 1 << 16);  // random rows, packed
+  float* fill = k.cpu_order ? nullptr : a.Take<float>(fill_rows * kHeadDim);
+  uint8_t* new_rows = a.Take<uint8_t>(Bp * kernels::kKvRowBytes);  // the step's own KV rows
   std::vector<float*> rows(layers), keys(layers);
+  std::vector<uint8_t*> rows8(layers);
   for (int l = 0; l < layers; ++l) {
-    rows[l] = a.Take<float>(pool_rows * kHeadDim);
     keys[l] = a.Take<float>(std::max<int64_t>(1, key_rows * kIndexDim));
-    if (!rows[l] || !keys[l]) return {};
-    FillFloats(rows[l], pool_rows * kHeadDim, seed + l, 1.0f);
+    if (!keys[l] || !new_rows) return {};
     FillFloats(keys[l], key_rows * kIndexDim, seed + 7 * l, 1.0f);
+    if (k.cpu_order) {
+      rows[l] = a.Take<float>(pool_rows * kHeadDim);
+      if (!rows[l]) return {};
+      FillFloats(rows[l], pool_rows * kHeadDim, seed + l, 1.0f);
+      continue;
+    }
+    rows8[l] = a.Take<uint8_t>(pool_rows * kernels::kKvRowBytes);
+    if (!rows8[l] || !fill) return {};
+    for (int64_t r = 0; r < pool_rows; r += fill_rows) {
+      const int64_t n = std::min(fill_rows, pool_rows - r);
+      FillFloats(fill, n * kHeadDim, seed + l + static_cast<uint32_t>(r), 1.0f);
+      if (kernels::PackKvRows(fill, n, rows8[l] + r * kernels::kKvRowBytes, nullptr)) return {};
+    }
   }
   int32_t* row_index = nullptr;
   if (prefill) {  // window: earlier tokens of the chunk; then the selected compressed rows
@@ -151,7 +168,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   if (!streams2 || !py || !offsets || !pq || !ps || !attn_scratch || !split) return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
-  std::vector<int64_t> hpos(B, context - 1), hoff(B + 1);
+  // Decode: sequence b at position context - 1 - b, so 1 in m sequences closes a compressor
+  // window per step (the steady state; sequence 0 now); prefill: the chunk's own positions.
+  std::vector<int64_t> hpos(B), hoff(B + 1);
+  for (int b = 0; b < B; ++b) hpos[b] = prefill ? context - B + b : context - 1 - b;
   for (int b = 0; b <= B; ++b) hoff[b] = b * n_rows;
   cudaMemcpy(positions, hpos.data(), B * sizeof(int64_t), cudaMemcpyHostToDevice);
   cudaMemcpy(offsets, hoff.data(), (B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice);
@@ -212,11 +232,43 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   add("wkv", wkv, 2.0 * B * wkv, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.wkv, 0, l.wkv.out, xn, kv, s)) return e;
     if (const int e = norm(kv, l.norm, B, kHeadDim, kv, s)) return e;
-    return kernels::Rope(kv, B, 1, kHeadDim, kRopeDim, l.inv_freq, positions, false, s);
+    if (const int e = kernels::Rope(kv, B, 1, kHeadDim, kRopeDim, l.inv_freq, positions, false, s))
+      return e;
+    // Into the cache's layout (stage 1 keeps fp32 rows).
+    return k.cpu_order ? 0 : kernels::PackKvRows(kv, B, new_rows, s);
   });
   const double cb = 2.0 * (csa ? 4 : 2) * kHeadDim * kHidden;
   add("compressor", cb, cb * B,
       [=](L l, int, cudaStream_t s) { return bf16(l.compressor, xn, comp, s); });
+  if (!prefill) {  // a chunk's pooling walks its sequence's tokens in order: a decode-step op
+    // Sequences at a window end pool (positions above); states are shared by the copies.
+    const kernels::CompressorShape kv_shape{csa ? 4 : 128, static_cast<int>(kHeadDim), csa},
+        index_shape{4, static_cast<int>(kIndexDim), true};
+    float* ape = a.Take<float>(kv_shape.ratio * kv_shape.proj());
+    float* kv_state = a.Take<float>(2 * B * kv_shape.state_floats());
+    float* index_state = a.Take<float>(2 * B * index_shape.state_floats());
+    float* pooled = a.Take<float>(Bp * kHeadDim);
+    int32_t* emitted = a.Take<int32_t>(Bp);
+    int64_t* seg_begin = a.Take<int64_t>(B + 1);
+    if (!seg_begin) return {};
+    FillFloats(ape, kv_shape.ratio * kv_shape.proj(), seed + 5, 1.0f);
+    FillFloats(kv_state, 2 * B * kv_shape.state_floats(), seed + 6, 1.0f);
+    FillFloats(index_state, 2 * B * index_shape.state_floats(), seed + 8, 1.0f);
+    std::vector<int64_t> begin(B + 1);
+    for (int b = 0; b <= B; ++b) begin[b] = b;
+    cudaMemcpy(seg_begin, begin.data(), begin.size() * sizeof(int64_t), cudaMemcpyHostToDevice);
+    add("compressor_pool", 0, 0, [=](L, int, cudaStream_t s) {
+      const int64_t p = kv_shape.proj(), ip = index_shape.proj();
+      if (const int e = kernels::CompressorPool(
+              kv_shape, comp, comp + p, 2 * p, ape, positions, seg_begin, B, nullptr, kv_state,
+              kv_state + B * kv_shape.state_floats(), pooled, emitted, s))
+        return e;
+      if (!csa) return 0;
+      return kernels::CompressorPool(
+          index_shape, icomp, icomp + ip, 2 * ip, ape, positions, seg_begin, B, nullptr,
+          index_state, index_state + B * index_shape.state_floats(), pooled, emitted, s);
+    });
+  }
   if (csa) {
     const double ib = kIndexHeads * kIndexDim * kQLora + 2.0 * (512 + 64) * kHidden;
     const double iflops = 2.0 * B * (kIndexHeads * kIndexDim * kQLora + (512 + 64) * kHidden);
@@ -247,12 +299,12 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   }
   add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
-        const int e =
-            k.cpu_order
-                ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim, l.sinks,
-                                           0.044194f, o, s, n_rows)
-                : kernels::MqaDecode(q, rows[li], row_index, offsets, B, kHeads, kHeadDim, l.sinks,
-                                     0.044194f, n_rows, max_splits, attn_scratch, o, s);
+        const int e = k.cpu_order
+                          ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim,
+                                                     l.sinks, 0.044194f, o, s, n_rows)
+                          : kernels::MqaDecodeFp8Rows(q, rows8[li], row_index, offsets, B, kHeads,
+                                                      kHeadDim, l.sinks, 0.044194f, n_rows,
+                                                      max_splits, attn_scratch, o, s);
         if (e) return e;
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
       });

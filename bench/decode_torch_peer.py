@@ -6,8 +6,9 @@ It is what a framework without V4 kernels runs (the transformers port's math in 
 bf16 weights and activations (PyTorch has no MXFP4 or 128x128-block FP8 product on Hopper, so
 the peer reads 2x the dense and 4x the expert weight bytes), the compressed rows each query sees
 already gathered, the indexer's scores and top-k over all compressed keys, attention with the
-sink as an extra softmax column, Sinkhorn in 20 iterations, routed experts in a loop over the
-experts the batch routes to. One layer's step is captured in a CUDA graph and replayed; prints
+sink as an extra softmax column, Sinkhorn in 20 iterations, the router's top-k, the compressor
+states pooled at a window end (decode), routed experts in a loop over the experts the batch
+routes to (a static routing: a graph cannot hold a data-dependent loop). One layer's step is captured in a CUDA graph and replayed; prints
 one JSON object per layer kind, batch and context.
 """
 import argparse
@@ -50,6 +51,7 @@ class Layer:
         self.wo_a, self.wo_b = w(G, OL, HEADS * D // G), w(H, G * OL)
         self.comp = w((4 if csa else 2) * D, H)
         self.gate = w(E, H)
+        self.bias = 1e-3 * torch.randn(E, device=dev)
         self.sh = [w(INTER, H), w(INTER, H), w(H, INTER)]
         self.experts = [w(E, INTER, H), w(E, INTER, H), w(E, H, INTER)]
         self.sinks = torch.randn(HEADS, device=dev)
@@ -63,6 +65,10 @@ class Layer:
             self.index = torch.cat((window, batch + chosen), 1)
         else:
             self.rows = torch.randn(batch, n_rows, D, device=dev, dtype=bf)
+            # Compressor states (kv, gate) of each sequence, pooled at this step's window end:
+            # CSA 8 slots (two windows) of 512, its indexer's 8 of 128; HCA 128 of 512.
+            shapes = [(8, D), (8, ID)] if csa else [(128, D)]
+            self.states = [torch.randn(2, batch, n, width, device=dev) for n, width in shapes]
         if csa:
             self.iwq_b, self.icomp, self.iwp = w(IH * ID, QL), w(4 * ID, H), w(IH, H)
             self.keys = torch.randn(1 if prefill else batch, context // 4, ID, device=dev,
@@ -100,6 +106,9 @@ class Layer:
         q = rope(rms(F.linear(qlat, self.wq_b).view(B, HEADS, D)), self.cos, self.sin)
         kv = rope(rms(F.linear(xn, self.wkv)), self.cos, self.sin)
         comp = F.linear(xn, self.comp)
+        if not self.prefill:
+            pooled = [(torch.softmax(g, 1) * kv).sum(1) for kv, g in self.states]
+            del pooled
         rows = self.pool[self.index] if self.prefill else self.rows
         if self.csa:
             iq = F.linear(qlat, self.iwq_b).view(B, IH, ID)
@@ -120,7 +129,9 @@ class Layer:
         x2, post2, comb2 = self.hc_pre(streams, self.hc_fn[1])
         u = rms(x2, self.norm)
         logits = F.linear(u.float(), self.gate.float())
-        weights = F.softplus(logits).sqrt().gather(1, self.route)
+        scores = F.softplus(logits).sqrt()
+        (scores + self.bias).topk(TOPK, -1)  # the router's choice; the loop below is static
+        weights = scores.gather(1, self.route)
         weights = weights / weights.sum(-1, keepdim=True) * 1.5
         shared = F.linear(F.silu(F.linear(u, self.sh[0]).clamp(max=10)) *
                           F.linear(u, self.sh[1]).clamp(-10, 10), self.sh[2])

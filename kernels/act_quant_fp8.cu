@@ -36,15 +36,6 @@ __global__ void WeightScaleKernel(const uint8_t* __restrict__ src, int64_t rows,
   }
 }
 
-// e4m3 byte of a value already clamped to [-448, 448], as quant.cc's F32ToE4M3: round to nearest,
-// ties to even; NaN -> 0x7F; the sign survives rounding to zero.
-__device__ __forceinline__ uint32_t ToE4M3(float q) {
-  if (isnan(q)) return 0x7f;
-  uint32_t b = static_cast<uint32_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
-  if ((b & 0x7f) == 0) b = signbit(q) ? 0x80u : 0u;
-  return b;
-}
-
 // One warp per (row, 128-block); lane l owns values 4l .. 4l+3 of the block. `in` % 16 == 0, so a
 // lane's four values are either all inside the row or all past its end.
 __global__ void QuantizeActKernel(const float* __restrict__ x, int64_t rows, int64_t padded_rows,
@@ -83,13 +74,7 @@ __global__ void QuantizeActKernel(const float* __restrict__ x, int64_t rows, int
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  // Pow2ScaleExponent(amax, 448, 1e-4f) = int(ceil(log2f(max(amax, 1e-4f) / 448))). glibc's
-  // log2f is correctly rounded where it matters (just above a power of two, where float rounding
-  // decides whether the ceil steps up); the double log2 rounded to float reproduces it: checked
-  // for every float in [2^-30, 2^100] on the host (ceil agrees for all 1.09e9 of them).
-  const float a = amax < 1e-4f ? 1e-4f : amax;
-  const float ratio = a / 448.0f;  // IEEE division (no fast-math in this build)
-  const int e = static_cast<int>(ceilf(static_cast<float>(log2(static_cast<double>(ratio)))));
+  const int e = E4M3ScaleExponent(amax, 1e-4f);
   uint32_t packed = 0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {

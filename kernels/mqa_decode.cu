@@ -1,7 +1,11 @@
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
+#include "kernels/device_math.cuh"
+#include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
 
 namespace deepinfer::kernels {
@@ -14,9 +18,11 @@ constexpr int kSmemFloats = kHeadsPerBlock * kDim + kTile * kPad + kHeadsPerBloc
 // Block (query, 16 heads, split): online softmax over the split's rows in tiles of 32 rows held
 // in shared memory. Thread t scores rows (t % 32) for heads t / 32 and t / 32 + 8, then
 // accumulates channels 2t, 2t + 1 of all 16 heads. Writes the split's max, sum and unnormalised
-// output per head.
+// output per head. Fp8Rows: rows in the 584-byte layout (kernels/kv_row.h), decoded exactly into
+// the same fp32 values the tile would hold after UnpackKvRows.
+template <bool Fp8Rows>
 __global__ void __launch_bounds__(kThreads)
-    MqaSplitKernel(const float* __restrict__ q, const float* __restrict__ rows,
+    MqaSplitKernel(const float* __restrict__ q, const void* __restrict__ rows_any,
                    const int32_t* __restrict__ row_index, const int64_t* __restrict__ offsets,
                    int heads, float scale, int splits, float* __restrict__ partial) {
   extern __shared__ float4 smem4[];
@@ -30,6 +36,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t chunk = (n + splits - 1) / splits;
   const int64_t begin = (split * chunk < n ? split * chunk : n),
                 end = begin + chunk < n ? begin + chunk : n;
+  const float* rows = static_cast<const float*>(rows_any);
+  const uint8_t* rows8 = static_cast<const uint8_t*>(rows_any);
   const float* base = rows + offsets[t] * kDim;
   const float4* qg = reinterpret_cast<const float4*>(q + (t * heads + h0) * kDim);
   for (int i = threadIdx.x; i < kHeadsPerBlock * kDim / 4; i += kThreads) {
@@ -43,16 +51,55 @@ __global__ void __launch_bounds__(kThreads)
   const int e_mine = threadIdx.x % kTile, h_mine = threadIdx.x / kTile;
   for (int64_t tile = begin; tile < end; tile += kTile) {
     __syncthreads();  // the previous tile's rows and weights are no longer read
-    for (int i = threadIdx.x; i < kTile * kDim / 4; i += kThreads) {
-      const int r = i / (kDim / 4), c = i % (kDim / 4);
-      float4 v = make_float4(0, 0, 0, 0);
-      if (tile + r < end) {
-        const float* row =
-            row_index ? rows + static_cast<int64_t>(row_index[offsets[t] + tile + r]) * kDim
-                      : base + (tile + r) * kDim;
-        v = reinterpret_cast<const float4*>(row)[c];
+    if constexpr (Fp8Rows) {
+      // 64 chunks of 8 values per row: 56 of e4m3 bytes, 8 of bf16 RoPE values.
+      for (int i = threadIdx.x; i < kTile * 64; i += kThreads) {
+        const int r = i / 64, chunk = i % 64;
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (tile + r < end) {
+          const int64_t entry =
+              row_index ? row_index[offsets[t] + tile + r] : offsets[t] + tile + r;
+          const uint8_t* row = rows8 + entry * kKvRowBytes;
+          if (chunk < kKvNopeValues / 8) {
+            const uint2 w = *reinterpret_cast<const uint2*>(row + 8 * chunk);
+            const float sc = E8M0(row[kKvNopeValues + 2 * kKvRopeValues + chunk / 8]);
+            // Hardware pair conversions: e4m3 -> fp16 is exact (fp16 holds every e4m3 value,
+            // subnormals included), fp16 -> fp32 too, and 2^e scales exactly.
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const uint32_t word = k < 2 ? w.x : w.y;
+              const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+                  static_cast<__nv_fp8x2_storage_t>((word >> (16 * (k % 2))) & 0xffff), __NV_E4M3);
+              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+              v[2 * k] = f.x * sc;
+              v[2 * k + 1] = f.y * sc;
+            }
+          } else {
+            const uint2* src =
+                reinterpret_cast<const uint2*>(row + kKvNopeValues) + 2 * (chunk - 56);
+            const uint2 a = src[0], b = src[1];
+            const uint32_t word[4] = {a.x, a.y, b.x, b.y};
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+              v[k] = __uint_as_float(((word[k / 2] >> (16 * (k % 2))) & 0xffff) << 16);
+          }
+        }
+        float4* dst = reinterpret_cast<float4*>(ks + r * kPad + 8 * chunk);
+        dst[0] = make_float4(v[0], v[1], v[2], v[3]);
+        dst[1] = make_float4(v[4], v[5], v[6], v[7]);
       }
-      reinterpret_cast<float4*>(ks + r * kPad)[c] = v;
+    } else {
+      for (int i = threadIdx.x; i < kTile * kDim / 4; i += kThreads) {
+        const int r = i / (kDim / 4), c = i % (kDim / 4);
+        float4 v = make_float4(0, 0, 0, 0);
+        if (tile + r < end) {
+          const float* row =
+              row_index ? rows + static_cast<int64_t>(row_index[offsets[t] + tile + r]) * kDim
+                        : base + (tile + r) * kDim;
+          v = reinterpret_cast<const float4*>(row)[c];
+        }
+        reinterpret_cast<float4*>(ks + r * kPad)[c] = v;
+      }
     }
     __syncthreads();
     const float4* kr = reinterpret_cast<const float4*>(ks + e_mine * kPad);
@@ -139,11 +186,14 @@ int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_spl
   return n_queries * max_splits * heads * (head_dim + 2);
 }
 
-int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const int64_t* offsets,
-              int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
-              int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
+namespace {
+
+template <bool Fp8Rows>
+int Launch(const float* q, const void* rows, const int32_t* row_index, const int64_t* offsets,
+           int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
+           int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
-                       (reinterpret_cast<uintptr_t>(rows) & 15) == 0;  // float4 loads
+                       (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0;
   if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1 || !aligned) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -154,15 +204,33 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
   splits = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(splits, (max_rows + kTile - 1) / kTile)));
   const int smem = kSmemFloats * sizeof(float);
-  const cudaError_t attr =
-      cudaFuncSetAttribute(MqaSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const cudaError_t attr = cudaFuncSetAttribute(MqaSplitKernel<Fp8Rows>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return static_cast<int>(attr);
   auto s = static_cast<cudaStream_t>(stream);
-  MqaSplitKernel<<<dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads,
-                   smem, s>>>(q, rows, row_index, offsets, heads, scale, splits, scratch);
+  MqaSplitKernel<Fp8Rows>
+      <<<dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads, smem,
+         s>>>(q, rows, row_index, offsets, heads, scale, splits, scratch);
   MqaCombineKernel<<<dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s>>>(
       scratch, heads, splits, sinks, o);
   return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const int64_t* offsets,
+              int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
+              int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
+  return Launch<false>(q, rows, row_index, offsets, n_queries, heads, head_dim, sinks, scale,
+                       max_rows, max_splits, scratch, o, stream);
+}
+
+int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
+                     const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
+                     const float* sinks, float scale, int64_t max_rows, int max_splits,
+                     float* scratch, float* o, void* stream) {
+  return Launch<true>(q, rows, row_index, offsets, n_queries, heads, head_dim, sinks, scale,
+                      max_rows, max_splits, scratch, o, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -22,4 +22,12 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
               int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
               int64_t max_rows, int max_splits, float* scratch, float* o, void* stream);
 
+/// The same over rows in the reference cache layout, kKvRowBytes each (kernels/kv_row.h; rows
+/// 8-byte aligned): the result is MqaDecode's over the unpacked rows, bit for bit, reading 584
+/// bytes per row instead of 2,048.
+int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
+                     const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
+                     const float* sinks, float scale, int64_t max_rows, int max_splits,
+                     float* scratch, float* o, void* stream);
+
 }  // namespace deepinfer::kernels

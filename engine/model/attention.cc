@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/model/compressor_pool.h"
 #include "engine/model/model.h"
 #include "engine/model/quant.h"
 #include "engine/model/routing.h"
@@ -14,9 +15,12 @@ namespace deepinfer {
 
 namespace {
 
-// Rounding of a finished KV row in reference numerics: FP8 QDQ of the non-RoPE part in 64s.
+// Rounding of a finished KV row in reference numerics: FP8 QDQ of the non-RoPE part in 64s, and
+// the RoPE part to bf16, as DeepSeek's inference code and the 584-byte cache row hold it
+// (docs/gpu.md, "Cache row").
 void QdqKvRow(float* row, int head_dim, int rope_dim) {
   QdqFp8Blocks(row, head_dim - rope_dim, 64, 1e-4f);
+  for (int i = head_dim - rope_dim; i < head_dim; ++i) row[i] = Bf16ToF32(F32ToBf16(row[i]));
 }
 
 // Rounding of an indexer query head or key in reference numerics: Hadamard, then FP4 QDQ in 32s.
@@ -34,34 +38,10 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
   std::vector<float> kv(T * proj), gate(T * proj);
   be_.Linear(w.wkv, x, T, kv.data(), QuantizeActs(w.wkv));
   be_.Linear(w.wgate, x, T, gate.data(), QuantizeActs(w.wgate));
-  const int cur = w.overlap ? m : 0;  // first row of the current window in the state
-  std::vector<float> pooled(width), normed(width), weights(2 * m);
+  std::vector<float> pooled(width), normed(width);
   for (int64_t t = 0; t < T; ++t) {
-    const int slot = static_cast<int>(pos[t] % m);
-    float* kv_row = &st.kv[static_cast<size_t>(cur + slot) * proj];
-    float* gate_row = &st.gate[static_cast<size_t>(cur + slot) * proj];
-    std::memcpy(kv_row, &kv[t * proj], proj * sizeof(float));
-    for (int c = 0; c < proj; ++c) gate_row[c] = gate[t * proj + c] + w.ape[slot * proj + c];
-    if ((pos[t] + 1) % m != 0) continue;
-
-    // Per channel softmax over the window's slots; with overlap the previous window supplies
-    // its first-series channels and the current window its second-series channels.
-    const int slots = w.overlap ? 2 * m : m;
-    for (int c = 0; c < width; ++c) {
-      float mx = -INFINITY;
-      for (int s = 0; s < slots; ++s) {
-        const int col = (w.overlap && s >= m) ? width + c : c;
-        weights[s] = st.gate[static_cast<size_t>(s) * proj + col];
-        mx = std::max(mx, weights[s]);
-      }
-      float denom = 0, acc = 0;
-      for (int s = 0; s < slots; ++s) denom += (weights[s] = ExpF(weights[s] - mx));
-      for (int s = 0; s < slots; ++s) {
-        const int col = (w.overlap && s >= m) ? width + c : c;
-        acc += weights[s] / denom * st.kv[static_cast<size_t>(s) * proj + col];
-      }
-      pooled[c] = acc;
-    }
+    if (!CompressorPoolToken(w, st, &kv[t * proj], &gate[t * proj], pos[t], pooled.data()))
+      continue;
     be_.RmsNorm(pooled.data(), w.norm.data(), 1, width, static_cast<float>(cfg_.rms_norm_eps),
                 normed.data());
     const int64_t first = pos[t] + 1 - m;
@@ -75,10 +55,6 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
     // A row already stored (a sequence resumed by replaying its tail keeps the rows it had) is
     // not emitted again: the stored one stands.
     if ((pos[t] + 1) / m > rows.size()) rows.Append(normed.data());
-    if (w.overlap) {
-      std::copy(st.kv.begin() + static_cast<size_t>(m) * proj, st.kv.end(), st.kv.begin());
-      std::copy(st.gate.begin() + static_cast<size_t>(m) * proj, st.gate.end(), st.gate.begin());
-    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "engine/backend/backend.h"
 #include "kernels/cuda_available.h"
 #include "kernels/indexer.h"
+#include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -142,6 +143,37 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeMatchesSparseAttention) {
                                ds.get(), 0.044194f, 1153, 8, scratch.get(), out.get(), nullptr),
             0);
   ExpectClose(out.ToHost(), want, 1e-5f, "MqaDecode indexed");
+}
+
+// Attention straight from 584-byte cache rows gives what it gives on the unpacked rows, bit for
+// bit, gathered per query and through a row index.
+TEST_F(DecodeKernelsGpuTest, MqaDecodeOnFp8RowsMatchesUnpackedRows) {
+  const int heads = 64, dim = 512;
+  const std::vector<int64_t> offsets = {0, 128, 768, 769, 1921};
+  const int64_t nq = 4, total = offsets.back();
+  const auto rows = Random(total * dim), q = Random(nq * heads * dim, 0.2f), sinks = Random(heads);
+  DeviceVector<float> dq(q), dr(rows), ds(sinks);
+  DeviceVector<int64_t> doff(offsets);
+  auto packed = DeviceVector<uint8_t>::Poisoned(total * kernels::kKvRowBytes);
+  auto unpacked = DeviceVector<float>::Poisoned(total * dim);
+  ASSERT_EQ(kernels::PackKvRows(dr.get(), total, packed.get(), nullptr), 0);
+  ASSERT_EQ(kernels::UnpackKvRows(packed.get(), total, unpacked.get(), nullptr), 0);
+  std::vector<int32_t> index(total);
+  for (int64_t e = 0; e < total; ++e) index[e] = static_cast<int32_t>((e * 7919) % total);
+  DeviceVector<int32_t> didx(index);
+  for (const int32_t* row_index : std::vector<const int32_t*>{nullptr, didx.get()}) {
+    auto scratch = DeviceVector<float>::Poisoned(kernels::MqaDecodeScratch(nq, heads, dim, 8));
+    auto want = DeviceVector<float>::Poisoned(q.size());
+    auto got = DeviceVector<float>::Poisoned(q.size());
+    ASSERT_EQ(kernels::MqaDecode(dq.get(), unpacked.get(), row_index, doff.get(), nq, heads, dim,
+                                 ds.get(), 0.044194f, 1152, 8, scratch.get(), want.get(), nullptr),
+              0);
+    ASSERT_EQ(
+        kernels::MqaDecodeFp8Rows(dq.get(), packed.get(), row_index, doff.get(), nq, heads, dim,
+                                  ds.get(), 0.044194f, 1152, 8, scratch.get(), got.get(), nullptr),
+        0);
+    ExpectClose(got.ToHost(), want.ToHost(), 0.0f, row_index ? "indexed" : "gathered");
+  }
 }
 
 }  // namespace

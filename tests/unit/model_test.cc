@@ -146,18 +146,30 @@ TEST_F(ModelTest, ReferenceNumericsRoundsCachedRows) {
     }
     return true;
   };
+  // The RoPE part (the last 16 of 64 here) is held in bf16, as the 584-byte cache row holds it.
+  auto bf16 = [](const float* x, int n) {
+    for (int i = 0; i < n; ++i) {
+      if (Bf16ToF32(F32ToBf16(x[i])) != x[i]) return false;
+    }
+    return true;
+  };
   const LayerCache& csa = seq.layers[2];
   ASSERT_GT(csa.n_rows(), 0);
   for (int64_t r = 0; r < csa.n_rows(); ++r) {
     EXPECT_TRUE(on_grid(csa.rows.row(r), 64 - 16, 64, false)) << "row " << r;
+    EXPECT_TRUE(bf16(csa.rows.row(r) + 48, 16)) << "row " << r;
     EXPECT_TRUE(on_grid(csa.index_keys.row(r), 32, 32, true)) << "index key " << r;
   }
-  for (int s = 0; s < 128; ++s) EXPECT_TRUE(on_grid(&seq.layers[0].ring[s * 64], 48, 64, false));
+  for (int s = 0; s < 128; ++s) {
+    EXPECT_TRUE(on_grid(&seq.layers[0].ring[s * 64], 48, 64, false));
+    EXPECT_TRUE(bf16(&seq.layers[0].ring[s * 64 + 48], 16)) << "ring slot " << s;
+  }
   // And the exact mode does not round: its rows are generally off the FP8 grid.
   Model exact(*ck, *be, Numerics::kExact);
   SequenceState seq2 = exact.NewSequence();
   ASSERT_TRUE(exact.Forward(seq2, tokens, logits.data(), nullptr).ok());
   EXPECT_FALSE(on_grid(seq2.layers[2].rows.row(0), 48, 64, false));
+  EXPECT_FALSE(bf16(seq2.layers[2].rows.row(0) + 48, 16));
 }
 
 // FP8 activations (3 mantissa bits) through six random layers move logits by ~10%; discrete
