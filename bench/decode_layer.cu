@@ -1,8 +1,10 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "bench/decode_layer.h"
+#include "kernels/kv_row.h"
 
 namespace deepinfer::bench {
 namespace {
@@ -20,6 +22,14 @@ __global__ void FillBytesKernel(uint8_t* p, size_t n, uint32_t seed, uint8_t and
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
     p[i] = static_cast<uint8_t>((Hash(i, seed) & and_mask) | or_mask);
+  }
+}
+
+__global__ void FillBf16Kernel(uint16_t* p, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const float v = scale * (static_cast<float>(Hash(i, seed) >> 8) * 0x1p-23f - 1.0f);
+    p[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);  // truncated: any bf16 will do
   }
 }
 
@@ -88,6 +98,30 @@ void FillBytes(uint8_t* p, size_t n, uint32_t seed, uint8_t and_mask, uint8_t or
 }
 void FillFloats(float* p, size_t n, uint32_t seed, float scale) {
   FillFloatsKernel<<<1024, 256>>>(p, n, seed, scale);
+}
+
+bool MakeLayerCache(DeviceArena& a, bool cpu_order, int64_t rows, int64_t keys, uint32_t seed,
+                    float* scratch, int64_t scratch_rows, LayerCache* c) {
+  keys = std::max<int64_t>(1, keys);
+  if (cpu_order) {
+    c->rows = a.Take<float>(rows * kHeadDim);
+    c->keys = a.Take<float>(keys * kIndexDim);
+    if (!c->rows || !c->keys) return false;
+    FillFloats(c->rows, rows * kHeadDim, seed, 1.0f);
+    FillFloats(c->keys, keys * kIndexDim, seed + 7, 1.0f);
+    return true;
+  }
+  c->rows8 = a.Take<uint8_t>(rows * kernels::kKvRowBytes);
+  c->keys16 = a.Take<uint16_t>(keys * kIndexDim);
+  if (!c->rows8 || !c->keys16 || !scratch || scratch_rows < 1) return false;
+  const int64_t chunk = scratch_rows;  // random fp32 rows, packed a chunk at a time
+  FillBf16Kernel<<<1024, 256>>>(c->keys16, keys * kIndexDim, seed + 7, 1.0f);
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const int64_t n = std::min(chunk, rows - r);
+    FillFloats(scratch, n * kHeadDim, seed + static_cast<uint32_t>(r), 1.0f);
+    if (kernels::PackKvRows(scratch, n, c->rows8 + r * kernels::kKvRowBytes, nullptr)) return false;
+  }
+  return true;
 }
 
 bool MakeLayer(DeviceArena& a, bool csa, uint32_t seed, LayerWeights* l) {

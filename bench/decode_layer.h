@@ -90,6 +90,17 @@ struct StepKernels {
 std::vector<Op> DecodeStepOps(DeviceArena& arena, bool csa, int batch, int64_t context, int layers,
                               uint32_t seed, StepKernels kernels, bool prefill);
 
+/// The cache one layer copy reads, random: attention rows in the 584-byte reference layout and
+/// indexer keys in bf16 (production, the rows made in fp32 in `scratch`, scratch_rows at a time,
+/// and packed), or both in fp32 (the CPU-order kernels).
+struct LayerCache {
+  uint8_t* rows8 = nullptr;
+  uint16_t* keys16 = nullptr;
+  float *rows = nullptr, *keys = nullptr;
+};
+bool MakeLayerCache(DeviceArena& arena, bool cpu_order, int64_t rows, int64_t keys, uint32_t seed,
+                    float* scratch, int64_t scratch_rows, LayerCache* cache);
+
 /// Random fills on the device.
 void FillBytes(uint8_t* p, size_t n, uint32_t seed, uint8_t and_mask, uint8_t or_mask);
 void FillFloats(float* p, size_t n, uint32_t seed, float scale);

@@ -128,28 +128,14 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t compressed = csa ? context / 4 : context / 128;
   const int64_t pool_rows = prefill ? B + compressed : B * n_rows;
   const int64_t key_rows = prefill ? n_keys : B * n_keys;
-  const int64_t fill_rows = std::min<int64_t>(pool_rows, 1 << 16);  // random rows, packed
-  float* fill = k.cpu_order ? nullptr : a.Take<float>(fill_rows * kHeadDim);
   uint8_t* new_rows = a.Take<uint8_t>(Bp * kernels::kKvRowBytes);  // the step's own KV rows
-  std::vector<float*> rows(layers), keys(layers);
-  std::vector<uint8_t*> rows8(layers);
+  const int64_t fill_rows = std::min<int64_t>(pool_rows, 1 << 16);
+  float* fill = k.cpu_order ? nullptr : a.Take<float>(fill_rows * kHeadDim);
+  std::vector<LayerCache> cache(layers);
   for (int l = 0; l < layers; ++l) {
-    keys[l] = a.Take<float>(std::max<int64_t>(1, key_rows * kIndexDim));
-    if (!keys[l] || !new_rows) return {};
-    FillFloats(keys[l], key_rows * kIndexDim, seed + 7 * l, 1.0f);
-    if (k.cpu_order) {
-      rows[l] = a.Take<float>(pool_rows * kHeadDim);
-      if (!rows[l]) return {};
-      FillFloats(rows[l], pool_rows * kHeadDim, seed + l, 1.0f);
-      continue;
-    }
-    rows8[l] = a.Take<uint8_t>(pool_rows * kernels::kKvRowBytes);
-    if (!rows8[l] || !fill) return {};
-    for (int64_t r = 0; r < pool_rows; r += fill_rows) {
-      const int64_t n = std::min(fill_rows, pool_rows - r);
-      FillFloats(fill, n * kHeadDim, seed + l + static_cast<uint32_t>(r), 1.0f);
-      if (kernels::PackKvRows(fill, n, rows8[l] + r * kernels::kKvRowBytes, nullptr)) return {};
-    }
+    if (!new_rows || !MakeLayerCache(a, k.cpu_order, pool_rows, key_rows, seed + 11 * l, fill,
+                                     fill_rows, &cache[l]))
+      return {};
   }
   int32_t* row_index = nullptr;
   if (prefill) {  // window: earlier tokens of the chunk; then the selected compressed rows
@@ -280,13 +266,14 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     add("indexer_scores", key_rows * kIndexKeyBytes, 2.0 * B * n_keys * kIndexHeads * kIndexDim,
         [=](L, int li, cudaStream_t s) {
           if (!k.cpu_order) {
-            return kernels::IndexerScoresBatch(iq, iw, B, kIndexHeads, keys[li],
-                                               prefill ? 0 : n_keys * kIndexDim, n_keys, scores, s);
+            return kernels::IndexerScoresMma(iq, iw, B, kIndexHeads, cache[li].keys16,
+                                             prefill ? 0 : n_keys * kIndexDim, n_keys, scores, s);
           }
           for (int b = 0; b < B; ++b) {
             const int e = kernels::IndexerScores(
                 iq + b * kIndexHeads * kIndexDim, iw + b * kIndexHeads, kIndexHeads, kIndexDim,
-                keys[li] + (prefill ? 0 : b * n_keys * kIndexDim), n_keys, scores + b * n_keys, s);
+                cache[li].keys + (prefill ? 0 : b * n_keys * kIndexDim), n_keys,
+                scores + b * n_keys, s);
             if (e) return e;
           }
           return 0;
@@ -300,10 +287,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
         const int e = k.cpu_order
-                          ? kernels::SparseAttention(q, rows[li], offsets, B, kHeads, kHeadDim,
-                                                     l.sinks, 0.044194f, o, s, n_rows)
-                          : kernels::MqaDecodeFp8Rows(q, rows8[li], row_index, offsets, B, kHeads,
-                                                      kHeadDim, l.sinks, 0.044194f, n_rows,
+                          ? kernels::SparseAttention(q, cache[li].rows, offsets, B, kHeads,
+                                                     kHeadDim, l.sinks, 0.044194f, o, s, n_rows)
+                          : kernels::MqaDecodeFp8Rows(q, cache[li].rows8, row_index, offsets, B,
+                                                      kHeads, kHeadDim, l.sinks, 0.044194f, n_rows,
                                                       max_splits, attn_scratch, o, s);
         if (e) return e;
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);

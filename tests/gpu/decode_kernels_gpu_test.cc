@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/model/quant.h"
 #include "kernels/cuda_available.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_row.h"
@@ -94,6 +95,41 @@ TEST_F(DecodeKernelsGpuTest, IndexerScoresBatch) {
     // 64 heads x 128 products with cancellation: the bound scales with their magnitude (~sqrt).
     ExpectClose(out.ToHost(), want, 2e-4f, "IndexerScoresBatch");
   }
+}
+
+// The tensor-core scores on bf16 values (what FP4-rounded q and keys are in the reference
+// numerics): products exact, so only the order of the fp32 sums differs from the CPU's.
+TEST_F(DecodeKernelsGpuTest, IndexerScoresOnTensorCores) {
+  const int heads = 64, dim = 128;
+  auto bf16 = [](std::vector<float> v) {
+    for (float& x : v) x = Bf16ToF32(F32ToBf16(x));
+    return v;
+  };
+  // 23,000 keys x 3 queries: enough blocks for the kernel's 256-key form; the others take 64.
+  for (int64_t n_keys : {1, 15, 17, 256, 1000, 23000}) {
+    for (bool shared_keys : {false, true}) {  // decode: keys per query; prefill: one set
+      const int64_t batch = 3, key_sets = shared_keys ? 1 : batch;
+      const auto q = bf16(Random(batch * heads * dim)), w = Random(batch * heads);
+      const auto keys = bf16(Random(key_sets * n_keys * dim));
+      std::vector<uint16_t> keys16(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) keys16[i] = F32ToBf16(keys[i]);
+      const int64_t stride = shared_keys ? 0 : n_keys * dim;
+      std::vector<float> want(batch * n_keys);
+      for (int64_t b = 0; b < batch; ++b) {
+        cpu_->IndexerScores(&q[b * heads * dim], &w[b * heads], heads, dim, &keys[b * stride],
+                            n_keys, &want[b * n_keys]);
+      }
+      DeviceVector<float> dq(q), dw(w);
+      DeviceVector<uint16_t> dk(keys16);
+      auto out = DeviceVector<float>::Poisoned(batch * n_keys);
+      ASSERT_EQ(kernels::IndexerScoresMma(dq.get(), dw.get(), batch, heads, dk.get(), stride,
+                                          n_keys, out.get(), nullptr),
+                0);
+      ExpectClose(out.ToHost(), want, 2e-4f, "IndexerScoresMma");
+    }
+  }
+  EXPECT_NE(kernels::IndexerScoresMma(nullptr, nullptr, 1, 32, nullptr, 0, 1, nullptr, nullptr),
+            0);  // 64 heads only
 }
 
 TEST_F(DecodeKernelsGpuTest, MqaDecodeMatchesSparseAttention) {
