@@ -91,7 +91,11 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
   // input is fixed random logits, the same for every layer copy, so the experts it picks, and
   // with them the floor and the GEMV's row bound, are read back once here.
-  const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts);
+  // Groups of at most 1 token at batch 1 and 2 up to batch 8 (the CUDA-core GEMV, its registers
+  // sized by the bound), else the mma's 8: fixed by the batch, so no routing makes a group the
+  // kernel skips (a group never exceeds its bound; a hot expert takes more groups).
+  const int group_rows = B == 1 ? 1 : (k.cpu_order || B <= 8) ? 2 : kernels::kExpertGroupRows;
+  const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows);
   float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
   float* route_w = a.Take<float>(pairs);
   int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs),
@@ -110,8 +114,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   std::vector<kernels::ExpertGroup> up_groups(capacity);
   if (kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp, route_e, route_w,
                            nullptr) ||
-      kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, d_up, d_down, n_live, route_rank,
-                                 nullptr) ||
+      kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, group_rows, d_up, d_down, n_live,
+                                 route_rank, nullptr) ||
       cudaMemcpy(&live, n_live, sizeof(live), cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaMemcpy(up_groups.data(), d_up, capacity * sizeof(up_groups[0]), cudaMemcpyDeviceToHost) !=
           cudaSuccess) {
@@ -163,8 +167,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   cudaMemcpy(offsets, hoff.data(), (B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice);
 
   const int n_up = static_cast<int>(capacity);
-  int max_rows = 1;
-  for (const auto& g : up_groups) max_rows = std::max(max_rows, static_cast<int>(g.rows));
+  const int max_rows = group_rows;
   const double hc_bytes = 4.0 * kHcMix * flat;
   using L = const LayerWeights&;
   // The kernel choices of `k`, shared by the ops below.
@@ -342,8 +345,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     if (const int e = kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp,
                                            route_e, route_w, s))
       return e;
-    return kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, d_up, d_down, n_live,
-                                      route_rank, s);
+    return kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, group_rows, d_up, d_down,
+                                      n_live, route_rank, s);
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
   const int n_down = n_up;

@@ -1,7 +1,7 @@
 // The lightning indexer's scores for a batch of decode queries, on CUDA cores (fp32 keys) or on
-// tensor cores (bf16 keys), every key read once for all heads (the CPU-order IndexerScores in kernels/ops.h reads keys per thread and
-// sums in the CPU's order, for bit-exact comparisons). Device pointers; `stream` is a
-// cudaStream_t as void*; returns the CUDA error code (0 on success).
+// tensor cores (bf16 keys), every key read once for all heads (the CPU-order IndexerScores in
+// kernels/ops.h reads keys per thread and sums in the CPU's order, for bit-exact comparisons).
+// Device pointers; `stream` is a cudaStream_t as void*; returns the CUDA error code (0 on success).
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,8 @@ constexpr int kKvNopeValues = kKvRowValues - kKvRopeValues;  // 448: seven block
 /// packed + i * kKvRowBytes: each 64-block of the first 448 values scaled by 2^-e, e as
 /// QdqFp8Blocks(row, 448, 64, 1e-4) picks it, rounded to e4m3 (nearest, ties to even); the RoPE
 /// values rounded to bf16 (nearest even); scale byte e + 127; pad 0. rows 16-byte aligned,
-/// packed 8-byte aligned (584 = 73 x 8, so every row is).
+/// packed 8-byte aligned (584 = 73 x 8, so every row is). Values must be finite (a finished row
+/// is; NaN payloads and infinite scales are not reproduced).
 int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream);
 
 /// The inverse: rows [n, 512] of fp32 values, each e4m3 value times its block's 2^e exactly.

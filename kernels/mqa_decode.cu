@@ -194,7 +194,8 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
            int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0;
-  if (head_dim != kDim || heads % kHeadsPerBlock != 0 || max_splits < 1 || !aligned) {
+  if (head_dim != kDim || heads < kHeadsPerBlock || heads % kHeadsPerBlock != 0 || max_splits < 1 ||
+      !aligned) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_queries == 0) return 0;

@@ -13,6 +13,7 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kRouteThreads = 256, kGroupThreads = 1024;
+static_assert(kMaxRouterExperts <= kGroupThreads, "GroupKernel scans one expert per thread");
 
 // Larger key = larger value, then lower id; -0 ranks as +0 (TopKIndices compares values).
 __device__ __forceinline__ uint64_t RankKey(float v, int id) {
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(kRouteThreads)
 }
 
 __global__ void __launch_bounds__(kGroupThreads)
-    GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, ExpertGroup* up,
+    GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, int R, ExpertGroup* up,
                 ExpertGroup* down, int32_t* n_groups, int32_t* rank) {
   __shared__ int cnt[kMaxRouterExperts];
   __shared__ int scan[kGroupThreads];
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     if (e >= 0) atomicAdd(&cnt[e], 1);
     __syncthreads();
   }
-  const int groups = tid < E ? (cnt[tid] + kExpertGroupRows - 1) / kExpertGroupRows : 0;
+  const int groups = tid < E ? (cnt[tid] + R - 1) / R : 0;
   scan[tid] = groups;
   __syncthreads();
   for (int off = 1; off < kGroupThreads; off <<= 1) {  // inclusive scan
@@ -144,17 +145,15 @@ __global__ void __launch_bounds__(kGroupThreads)
   if (tid == kGroupThreads - 1) *n_groups = scan[tid];
   for (int j = 0; j < groups; ++j) {
     up[first + j].expert = down[first + j].expert = tid;
-    up[first + j].rows = down[first + j].rows =
-        min(kExpertGroupRows, cnt[tid] - j * kExpertGroupRows);
+    up[first + j].rows = down[first + j].rows = min(R, cnt[tid] - j * R);
   }
   __syncthreads();
   for (int64_t p = tid; p < pairs; p += kGroupThreads) {
     const int e = experts[p];
     if (e < 0 || e >= E) continue;
     const int r = rank[p];
-    const int g =
-        scan[e] - (cnt[e] + kExpertGroupRows - 1) / kExpertGroupRows + r / kExpertGroupRows;
-    const int slot = r % kExpertGroupRows;
+    const int g = scan[e] - (cnt[e] + R - 1) / R + r / R;
+    const int slot = r % R;
     up[g].x_row[slot] = static_cast<int32_t>(p / K);
     up[g].y_row[slot] = down[g].x_row[slot] = down[g].y_row[slot] = static_cast<int32_t>(p);
   }
@@ -199,20 +198,20 @@ int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
   return cudaGetLastError();
 }
 
-int64_t MaxExpertGroups(int64_t pairs, int experts) {
-  const int64_t by_rows = (pairs + kExpertGroupRows - 1) / kExpertGroupRows;
+int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows) {
+  const int64_t by_rows = (pairs + group_rows - 1) / group_rows;
   return std::min<int64_t>(pairs, by_rows + std::min<int64_t>(experts, pairs));
 }
 
 int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
-                      ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, int32_t* rank_scratch,
-                      void* stream) {
+                      int group_rows, ExpertGroup* up, ExpertGroup* down, int32_t* n_groups,
+                      int32_t* rank_scratch, void* stream) {
   if (n_experts < 1 || n_experts > kMaxRouterExperts || top_k < 1 || pairs < 0 ||
-      pairs > 0x7fffffffll) {
+      pairs > 0x7fffffffll || group_rows < 1 || group_rows > kExpertGroupRows) {
     return cudaErrorInvalidValue;
   }
   GroupKernel<<<1, kGroupThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      experts, pairs, top_k, n_experts, up, down, n_groups, rank_scratch);
+      experts, pairs, top_k, n_experts, group_rows, up, down, n_groups, rank_scratch);
   return cudaGetLastError();
 }
 

@@ -183,7 +183,7 @@ size_t RowTopKWorkspace(int64_t rows, int64_t n, int k) {
 
 int RowTopK(const float* scores, int64_t rows, int64_t stride, const int32_t* counts, int64_t n,
             int k, int32_t* idx, void* workspace, void* stream) {
-  if (k < 1 || k > kMaxTopK || rows < 0 || n < 0 || n > 0xffffffffll || rows > 0x7fffffffll) {
+  if (k < 1 || k > kMaxTopK || rows < 0 || n < 0 || n > 0x7fffffffll || rows > 0x7fffffffll) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return 0;

@@ -187,7 +187,13 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeOnFp8RowsMatchesUnpackedRows) {
   const int heads = 64, dim = 512;
   const std::vector<int64_t> offsets = {0, 128, 768, 769, 1921};
   const int64_t nq = 4, total = offsets.back();
-  const auto rows = Random(total * dim), q = Random(nq * heads * dim, 0.2f), sinks = Random(heads);
+  auto rows = Random(total * dim);
+  const auto q = Random(nq * heads * dim, 0.2f), sinks = Random(heads);
+  // Each 64-value block at its own binade (and some all zero): every block's scale byte matters.
+  for (int64_t blk = 0; blk < total * dim / 64; ++blk) {
+    const float scale = blk % 11 == 3 ? 0.0f : std::ldexp(1.0f, static_cast<int>(blk % 41) - 20);
+    for (int i = 0; i < 64; ++i) rows[blk * 64 + i] *= scale;
+  }
   DeviceVector<float> dq(q), dr(rows), ds(sinks);
   DeviceVector<int64_t> doff(offsets);
   auto packed = DeviceVector<uint8_t>::Poisoned(total * kernels::kKvRowBytes);

@@ -96,19 +96,26 @@ TEST_F(RouteGpuTest, RouterPicksWhatTheCpuPicks) {
 
 TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
   const int E = 256, K = 6;
-  for (int64_t T : {1, 37, 256, 900}) {  // 900 x 6 pairs span six chunks of the kernel
-    const int64_t pairs = T * K;
+  struct Case {
+    int64_t T;
+    int group_rows;
+  };
+  // 900 x 6 pairs span six chunks of the kernel; group_rows 2 is the CUDA-core GEMV's bound.
+  for (const Case c :
+       {Case{1, 8}, Case{37, 8}, Case{256, 8}, Case{900, 8}, Case{256, 2}, Case{40, 1}}) {
+    const int64_t T = c.T, pairs = T * K;
+    const int R = c.group_rows;
     std::vector<int32_t> experts(pairs);
     for (auto& e : experts) {  // a hot set of eight experts takes half the pairs
       e = static_cast<int32_t>(rng_() % 2 ? rng_() % 8 : rng_() % E);
     }
-    const int64_t capacity = kernels::MaxExpertGroups(pairs, E);
+    const int64_t capacity = kernels::MaxExpertGroups(pairs, E, R);
     DeviceVector<int32_t> d_experts(experts);
     auto d_up = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
     auto d_down = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
     auto d_count = DeviceVector<int32_t>::Poisoned(1);
     auto d_rank = DeviceVector<int32_t>::Poisoned(pairs);
-    ASSERT_EQ(kernels::BuildExpertGroups(d_experts.get(), pairs, K, E, d_up.get(), d_down.get(),
+    ASSERT_EQ(kernels::BuildExpertGroups(d_experts.get(), pairs, K, E, R, d_up.get(), d_down.get(),
                                          d_count.get(), d_rank.get(), nullptr),
               0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -118,10 +125,10 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
       for (int64_t p = 0; p < pairs; ++p) {
         if (experts[p] == e) mine.push_back(static_cast<int32_t>(p));
       }
-      for (size_t i = 0; i < mine.size(); i += kernels::kExpertGroupRows) {
+      for (size_t i = 0; i < mine.size(); i += R) {
         kernels::ExpertGroup g{};
         g.expert = e;
-        g.rows = static_cast<int32_t>(std::min<size_t>(kernels::kExpertGroupRows, mine.size() - i));
+        g.rows = static_cast<int32_t>(std::min<size_t>(R, mine.size() - i));
         for (int r = 0; r < g.rows; ++r) {
           g.x_row[r] = mine[i + r] / K;
           g.y_row[r] = mine[i + r];
@@ -129,7 +136,7 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
         want.push_back(g);
       }
     }
-    ASSERT_EQ(d_count.ToHost()[0], static_cast<int32_t>(want.size())) << "T " << T;
+    ASSERT_EQ(d_count.ToHost()[0], static_cast<int32_t>(want.size())) << "T " << T << " R " << R;
     ASSERT_LE(static_cast<int64_t>(want.size()), capacity);
     const auto up = d_up.ToHost(), down = d_down.ToHost();
     for (size_t g = 0; g < want.size(); ++g) {
@@ -191,7 +198,10 @@ TEST_F(RouteGpuTest, RejectsBadArguments) {
   p.top_k = 5;  // more than the experts
   EXPECT_NE(
       kernels::RouteTokens(nullptr, nullptr, nullptr, nullptr, 1, p, nullptr, nullptr, nullptr), 0);
-  EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, kernels::kMaxRouterExperts + 1, nullptr,
+  EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, kernels::kMaxRouterExperts + 1, 8, nullptr,
+                                       nullptr, nullptr, nullptr, nullptr),
+            0);
+  EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, 256, kernels::kExpertGroupRows + 1, nullptr,
                                        nullptr, nullptr, nullptr, nullptr),
             0);
   EXPECT_NE(kernels::CombineExperts(nullptr, nullptr, nullptr, nullptr, 1, 17, 8, nullptr, nullptr),
