@@ -44,6 +44,14 @@ __device__ __forceinline__ int E4M3ScaleExponent(float amax, float floor) {
   return static_cast<int>(ceilf(static_cast<float>(log2(static_cast<double>(ratio)))));
 }
 
+/// A 64-bit key that orders (value, id) pairs as the CPU's TopKIndices does: larger value first,
+/// equal values by the lower id, -0 equal to +0. Every key of distinct ids is distinct.
+__device__ __forceinline__ uint64_t RankKey(float v, int64_t id) {
+  uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<uint64_t>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+
 /// The sum of a value over the 32 lanes of a warp (every lane gets it).
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/route.h"
 
@@ -14,13 +15,6 @@ namespace {
 
 constexpr int kRouteThreads = 256, kGroupThreads = 1024;
 static_assert(kMaxRouterExperts <= kGroupThreads, "GroupKernel scans one expert per thread");
-
-// Larger key = larger value, then lower id; -0 ranks as +0 (TopKIndices compares values).
-__device__ __forceinline__ uint64_t RankKey(float v, int id) {
-  uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<uint64_t>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
-}
 
 __device__ __forceinline__ uint64_t WarpMax(uint64_t v) {
 #pragma unroll

@@ -7,6 +7,7 @@
 // a row lies within the union of its chunks' top-k.
 #include <cuda_runtime.h>
 
+#include "kernels/device_math.cuh"
 #include "kernels/topk.h"
 
 namespace deepinfer::kernels {
@@ -14,12 +15,6 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int64_t kChunk = 4096;  // scores per block in the split form
-
-__device__ __forceinline__ uint64_t SelectKey(float score, int64_t i) {
-  uint32_t u = __float_as_uint(score == 0.0f ? 0.0f : score);  // -0 ranks as +0
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<uint64_t>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(i));
-}
 
 struct SelectShared {
   uint32_t hist[256];
@@ -134,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* s = scores + row * stride;
   const int64_t n_r = VisibleCount(counts, row, n);
   const int kk = static_cast<int>(n_r < k ? n_r : k);
-  if (kk > 0) SelectLargest([s](int64_t i) { return SelectKey(s[i], i); }, n_r, kk, sh);
+  if (kk > 0) SelectLargest([s](int64_t i) { return RankKey(s[i], i); }, n_r, kk, sh);
   SortAndWrite(sh, kk, k, idx + row * k);
 }
 
@@ -149,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
   const int kk = static_cast<int>(len < k ? len : k);
   const float* s = scores + row * stride + begin;
   if (kk > 0)
-    SelectLargest([s, begin](int64_t i) { return SelectKey(s[i], begin + i); }, len, kk, sh);
+    SelectLargest([s, begin](int64_t i) { return RankKey(s[i], begin + i); }, len, kk, sh);
   uint64_t* out = candidates + (row * gridDim.x + blockIdx.x) * k;
   for (int j = threadIdx.x; j < k; j += kThreads) out[j] = j < kk ? sh.chosen[j] : 0;
 }
