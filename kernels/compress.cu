@@ -11,16 +11,16 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kThreads = 128, kChannels = 32;  // a block's chunk of channels
-constexpr int kMaxSlots = 256;                 // 2 x the largest ratio (HCA's 128)
+constexpr int kThreads = 128, kChannels = 8;  // a block's chunk of channels
+constexpr int kMaxSlots = 256;                // 2 x the largest ratio (HCA's 128)
 
 __global__ void __launch_bounds__(kThreads)
     CompressorPoolKernel(CompressorShape sh, const float* kv, const float* gate, int64_t stride,
                          const float* ape, const int64_t* pos, const int64_t* seg_begin,
                          const int32_t* state_slot, float* kv_state, float* gate_state,
                          float* pooled, int32_t* emitted) {
-  __shared__ float weight[kMaxSlots][kChannels];
-  __shared__ float max_part[kThreads / kChannels][kChannels];
+  __shared__ float weight[kMaxSlots][kChannels], value[kMaxSlots][kChannels];
+  __shared__ float max_part[kThreads / kChannels][kChannels], denom_s[kChannels];
   const int m = sh.ratio, width = sh.width, proj = sh.proj();
   const int64_t seg = blockIdx.x;
   const int c0 = blockIdx.y * kChannels;
@@ -57,18 +57,29 @@ __global__ void __launch_bounds__(kThreads)
     max_part[part][j] = mx;
     __syncthreads();
     for (int p = 0; p < kThreads / kChannels; ++p) mx = fmaxf(mx, max_part[p][j]);
+    // Everything but the two running sums in parallel: the exponentials, the kv values, then
+    // (once each channel's denominator is known) the normalised weights.
     for (int s = part; s < slots; s += kThreads / kChannels) {
-      if (j < n_ch) weight[s][j] = ExpF(__fsub_rn(st_gate[s * proj + col_of(s, j)], mx));
+      if (j < n_ch) {
+        weight[s][j] = ExpF(__fsub_rn(st_gate[s * proj + col_of(s, j)], mx));
+        value[s][j] = st_kv[s * proj + col_of(s, j)];
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < n_ch) {  // the CPU's sum, in slot order
+      float denom = 0.0f;
+      for (int s = 0; s < slots; ++s) denom = __fadd_rn(denom, weight[s][threadIdx.x]);
+      denom_s[threadIdx.x] = denom;
+    }
+    __syncthreads();
+    for (int s = part; s < slots; s += kThreads / kChannels) {
+      if (j < n_ch) weight[s][j] = __fdiv_rn(weight[s][j], denom_s[j]);
     }
     __syncthreads();
     if (threadIdx.x < n_ch) {
-      float denom = 0.0f;
-      for (int s = 0; s < slots; ++s) denom = __fadd_rn(denom, weight[s][threadIdx.x]);
       float acc = 0.0f;
-      for (int s = 0; s < slots; ++s) {
-        const float w = __fdiv_rn(weight[s][threadIdx.x], denom);
-        acc = __fadd_rn(acc, __fmul_rn(w, st_kv[s * proj + col_of(s, threadIdx.x)]));
-      }
+      for (int s = 0; s < slots; ++s)
+        acc = __fadd_rn(acc, __fmul_rn(weight[s][threadIdx.x], value[s][threadIdx.x]));
       pooled[t * width + c0 + threadIdx.x] = acc;
     }
     __syncthreads();
