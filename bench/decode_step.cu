@@ -354,13 +354,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
     // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
     if (k.cpu_order || max_rows <= 2) {  // fp32 activations on CUDA cores
-      if (const int e = kernels::Fp4ExpertGemv(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, max_rows,
-                                               xn, pg, s, n_live))
+      // Gate and up products and the SwiGLU in one launch.
+      if (const int e = kernels::Fp4ExpertGateUp(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up,
+                                                 n_up, max_rows, 10.0f, xn, pa, s, n_live))
         return e;
-      if (const int e = kernels::Fp4ExpertGemv(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, max_rows,
-                                               xn, pu, s, n_live))
-        return e;
-      if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
       return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa,
                                     py, s, n_live);
     }

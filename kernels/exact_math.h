@@ -29,6 +29,16 @@ DI_HOST_DEVICE inline float ExpF(float x) {
 
 DI_HOST_DEVICE inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
 
+/// V4's clamped SwiGLU of one gate and up value: silu(min(g, limit)) * clamp(u, -limit, limit);
+/// limit <= 0 disables clamping. (fminf/fmaxf and std::min/std::clamp agree on non-NaN values.)
+DI_HOST_DEVICE inline float SwiGluF(float g, float u, float limit) {
+  if (limit > 0) {
+    g = g < limit ? g : limit;
+    u = u < -limit ? -limit : (u > limit ? limit : u);
+  }
+  return g / (1.0f + ExpF(-g)) * u;
+}
+
 /// log1p in double, rounded once to float (glibc's log1pf and CUDA's differ; see ExpF).
 DI_HOST_DEVICE inline float Log1pF(float x) {
 #ifdef __CUDA_ARCH__

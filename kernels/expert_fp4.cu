@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/device_math.cuh"
+#include "kernels/exact_math.h"
 #include "kernels/expert_fp4.h"
 
 namespace deepinfer::kernels {
@@ -37,10 +38,18 @@ __device__ __forceinline__ void E2m1x4(uint32_t nib, float* out) {
 // rounds as scaling each weight would. Rows is a template argument so every array stays in
 // registers. (Measured on the H200: giving each lane 4-byte words 32 bytes apart, so that the
 // activation loads coalesce better, was 40 % slower: more load instructions.)
-template <int Outs, int Rows>
-__device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const uint8_t* w,
-                                           const uint8_t* s, int64_t out, int64_t in, int64_t o0,
+// Paired: the warp's rows are Outs / 2 rows of the gate weights (m.w) and the same rows of the up
+// weights (m.w2), and it writes their clamped SwiGLU.
+struct ExpertMats {
+  const uint8_t *w, *s, *w2, *s2;
+  float limit;
+};
+
+template <int Outs, int Rows, bool Paired>
+__device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const ExpertMats& m,
+                                           int64_t out, int64_t in, int64_t o0,
                                            const float* __restrict__ x, float* __restrict__ y) {
+  constexpr int kPerMat = Paired ? Outs / 2 : Outs;
   const int lane = threadIdx.x & 31;
   const int64_t chunks = in / 32;
   const uint4* wr[Outs];
@@ -48,9 +57,10 @@ __device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const uint8
 #pragma unroll
   for (int j = 0; j < Outs; ++j) {
     // Rows past the end re-read the last row; their results are not stored.
-    const int64_t o = o0 + j < out ? o0 + j : out - 1;
-    wr[j] = reinterpret_cast<const uint4*>(w + o * (in / 2));
-    sr[j] = s + o * chunks;
+    const int64_t o = o0 + j % kPerMat < out ? o0 + j % kPerMat : out - 1;
+    const bool up = Paired && j >= kPerMat;
+    wr[j] = reinterpret_cast<const uint4*>((up ? m.w2 : m.w) + o * (in / 2));
+    sr[j] = (up ? m.s2 : m.s) + o * chunks;
   }
   const float* xr[Rows];
 #pragma unroll
@@ -107,31 +117,38 @@ __device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const uint8
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
 #pragma unroll
-    for (int j = 0; j < Outs; ++j) {
+    for (int j = 0; j < kPerMat; ++j) {
       const float v = WarpSum(acc[j][r]);
-      if (lane == 0 && o0 + j < out) y[group.y_row[r] * out + o0 + j] = v;
+      float result = v;
+      if constexpr (Paired) result = SwiGluF(v, WarpSum(acc[j + kPerMat][r]), m.limit);
+      if (lane == 0 && o0 + j < out) y[group.y_row[r] * out + o0 + j] = result;
     }
   }
 }
 
 // ExpertRows<Outs, group.rows> for rows up to MaxRows; a group with more rows (or none) writes
 // nothing.
-template <int Outs, int R, int MaxRows>
-__device__ __forceinline__ void DispatchRows(const ExpertGroup& group, const uint8_t* w,
-                                             const uint8_t* s, int64_t out, int64_t in, int64_t o0,
-                                             const float* x, float* y) {
+template <int Outs, int R, int MaxRows, bool Paired>
+__device__ __forceinline__ void DispatchRows(const ExpertGroup& group, const ExpertMats& m,
+                                             int64_t out, int64_t in, int64_t o0, const float* x,
+                                             float* y) {
   if constexpr (R <= MaxRows) {
-    if (group.rows == R) return ExpertRows<Outs, R>(group, w, s, out, in, o0, x, y);
-    DispatchRows<Outs, R + 1, MaxRows>(group, w, s, out, in, o0, x, y);
+    if (group.rows == R) return ExpertRows<Outs, R, Paired>(group, m, out, in, o0, x, y);
+    DispatchRows<Outs, R + 1, MaxRows, Paired>(group, m, out, in, o0, x, y);
   }
 }
 
+// The weights of one launch: w/s, and for the paired form w2/s2 and the SwiGLU limit.
+struct LaunchMats {
+  const uint8_t *const *w, *const *s, *const *w2, *const *s2;
+  float limit;
+};
+
 // MaxRows bounds the groups this instantiation serves: its registers are sized for them, so a
 // batch of single rows keeps the occupancy that streaming HBM needs.
-template <int Outs, int MaxRows>
+template <int Outs, int MaxRows, bool Paired>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    Fp4ExpertKernel(const uint8_t* const* __restrict__ weights,
-                    const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
+    Fp4ExpertKernel(LaunchMats mats, int64_t out, int64_t in,
                     const ExpertGroup* __restrict__ groups, int first,
                     const int32_t* __restrict__ live, const float* __restrict__ x,
                     float* __restrict__ y) {
@@ -139,39 +156,63 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   __shared__ ExpertGroup group;
   if (threadIdx.x == 0) group = groups[first + blockIdx.y];
   __syncthreads();
+  constexpr int kPerMat = Paired ? Outs / 2 : Outs;
   const int64_t o0 =
-      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kPerMat;
   if (o0 >= out) return;
-  const uint8_t* w = weights[group.expert];
-  const uint8_t* s = scales[group.expert];
-  DispatchRows<Outs, 1, MaxRows>(group, w, s, out, in, o0, x, y);
+  const int e = group.expert;
+  const ExpertMats m{mats.w[e], mats.s[e], Paired ? mats.w2[e] : nullptr,
+                     Paired ? mats.s2[e] : nullptr, mats.limit};
+  DispatchRows<Outs, 1, MaxRows, Paired>(group, m, out, in, o0, x, y);
 }
 
-template <int Outs, int MaxRows>
-void LaunchRows(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
-                int64_t in, const ExpertGroup* groups, int n_groups, const int32_t* live,
-                const float* x, float* y, cudaStream_t stream) {
-  const int64_t per_block = kWarpsPerBlock * Outs;
+template <int Outs, int MaxRows, bool Paired>
+void LaunchRows(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGroup* groups,
+                int n_groups, const int32_t* live, const float* x, float* y, cudaStream_t stream) {
+  const int64_t per_block = kWarpsPerBlock * (Paired ? Outs / 2 : Outs);
   // Groups run along grid.y, which holds at most 65,535: larger counts take several launches.
   for (int first = 0; first < n_groups; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
                     static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
-    Fp4ExpertKernel<Outs, MaxRows><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-        weights, scales, out, in, groups, first, live, x, y);
+    Fp4ExpertKernel<Outs, MaxRows, Paired>
+        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(mats, out, in, groups, first, live, x, y);
   }
 }
 
-template <int Outs>
-void Launch(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out, int64_t in,
-            const ExpertGroup* groups, int n_groups, const int32_t* live, int max_rows,
-            const float* x, float* y, cudaStream_t stream) {
+template <int Outs, bool Paired>
+void Launch(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGroup* groups,
+            int n_groups, const int32_t* live, int max_rows, const float* x, float* y,
+            cudaStream_t stream) {
   if (max_rows <= 1)
-    return LaunchRows<Outs, 1>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
+    return LaunchRows<Outs, 1, Paired>(mats, out, in, groups, n_groups, live, x, y, stream);
   if (max_rows <= 2)
-    return LaunchRows<Outs, 2>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
+    return LaunchRows<Outs, 2, Paired>(mats, out, in, groups, n_groups, live, x, y, stream);
   if (max_rows <= 4)
-    return LaunchRows<Outs, 4>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
-  LaunchRows<Outs, 8>(weights, scales, out, in, groups, n_groups, live, x, y, stream);
+    return LaunchRows<Outs, 4, Paired>(mats, out, in, groups, n_groups, live, x, y, stream);
+  LaunchRows<Outs, 8, Paired>(mats, out, in, groups, n_groups, live, x, y, stream);
+}
+
+// Four rows per warp amortise the activation loads, as long as enough warps stay in flight to
+// keep HBM busy (bench/RESULTS.md, "FP8 block-scaled GEMV", measured the same trade-off). The
+// paired form counts a gate row and its up row as two.
+template <bool Paired>
+int Dispatch(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGroup* groups,
+             int n_groups, int max_rows, const float* x, float* y, void* stream,
+             const int32_t* live) {
+  if (in % 32 != 0 || out <= 0 || n_groups < 0 || max_rows < 1 || max_rows > kExpertGroupRows) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (n_groups == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int64_t warps_at_4 = n_groups * ((Paired ? 2 : 1) * out / 4);
+  if (warps_at_4 >= 2048) {
+    Launch<4, Paired>(mats, out, in, groups, n_groups, live, max_rows, x, y, s);
+  } else if (warps_at_4 * 2 >= 2048 || Paired) {
+    Launch<2, Paired>(mats, out, in, groups, n_groups, live, max_rows, x, y, s);
+  } else {
+    Launch<1, false>(mats, out, in, groups, n_groups, live, max_rows, x, y, s);
+  }
+  return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace
@@ -179,22 +220,16 @@ void Launch(const uint8_t* const* weights, const uint8_t* const* scales, int64_t
 int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                   int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
                   float* y, void* stream, const int32_t* live_groups) {
-  if (in % 32 != 0 || out <= 0 || n_groups < 0 || max_rows < 1 || max_rows > kExpertGroupRows) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  if (n_groups == 0) return 0;
-  auto s = static_cast<cudaStream_t>(stream);
-  // Four rows per warp amortise the activation loads, as long as enough warps stay in flight to
-  // keep HBM busy (bench/RESULTS.md, "FP8 block-scaled GEMV", measured the same trade-off).
-  const int64_t warps_at_4 = n_groups * (out / 4);
-  if (warps_at_4 >= 2048) {
-    Launch<4>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
-  } else if (warps_at_4 * 2 >= 2048) {
-    Launch<2>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
-  } else {
-    Launch<1>(weights, scales, out, in, groups, n_groups, live_groups, max_rows, x, y, s);
-  }
-  return static_cast<int>(cudaGetLastError());
+  const LaunchMats mats{weights, scales, nullptr, nullptr, 0.0f};
+  return Dispatch<false>(mats, out, in, groups, n_groups, max_rows, x, y, stream, live_groups);
+}
+
+int Fp4ExpertGateUp(const uint8_t* const* w1, const uint8_t* const* s1, const uint8_t* const* w3,
+                    const uint8_t* const* s3, int64_t out, int64_t in, const ExpertGroup* groups,
+                    int n_groups, int max_rows, float limit, const float* x, float* y, void* stream,
+                    const int32_t* live_groups) {
+  const LaunchMats mats{w1, s1, w3, s3, limit};
+  return Dispatch<true>(mats, out, in, groups, n_groups, max_rows, x, y, stream, live_groups);
 }
 
 }  // namespace deepinfer::kernels

@@ -31,6 +31,14 @@ int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, i
                   int64_t in, const ExpertGroup* groups, int n_groups, int max_rows, const float* x,
                   float* y, void* stream, const int32_t* live_groups = nullptr);
 
+/// An expert's gate and up products and its clamped SwiGLU in one launch: y[y_row[r], o] =
+/// SwiGluF(g, u, limit) (kernels/exact_math.h) with g and u what Fp4ExpertGemv gives for w1 and
+/// w3 (the same sums, bit for bit). Arguments as for Fp4ExpertGemv.
+int Fp4ExpertGateUp(const uint8_t* const* w1, const uint8_t* const* s1, const uint8_t* const* w3,
+                    const uint8_t* const* s3, int64_t out, int64_t in, const ExpertGroup* groups,
+                    int n_groups, int max_rows, float limit, const float* x, float* y, void* stream,
+                    const int32_t* live_groups = nullptr);
+
 /// The same products on tensor cores for the reference numerics, where activations are FP8:
 /// xq [x_rows, in] e4m3 with x_scale [in / 128, x_rows] (QuantizeActFp8's layout, kernels/
 /// gemm_fp8.h; x_rows its padded row count), group rows index xq's rows. Every group's rows <= 8

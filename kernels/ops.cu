@@ -81,12 +81,7 @@ __global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, floa
                              float* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float g = gate[i], u = up[i];
-  if (limit > 0) {
-    g = fminf(g, limit);
-    u = fminf(fmaxf(u, -limit), limit);
-  }
-  out[i] = g / (1.0f + ExpF(-g)) * u;
+  out[i] = SwiGluF(gate[i], up[i], limit);
 }
 
 // One block per row, in the CPU backend's order throughout: the sum of squares and each mixing dot

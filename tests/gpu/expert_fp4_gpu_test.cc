@@ -14,6 +14,7 @@
 #include "kernels/cuda_available.h"
 #include "kernels/expert_fp4.h"
 #include "kernels/gemm_fp8.h"
+#include "kernels/ops.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
@@ -164,6 +165,72 @@ TEST_F(ExpertFp4GpuTest, GroupsPastTheLiveCountWriteNothing) {
   Check(300, 256, {8, 3, 5, 1, 2}, false, 3);
   Check(300, 256, {8, 3, 5, 1, 2}, true, 2);
   Check(64, 128, {1, 1}, false, 0);
+}
+
+// The fused gate/up launch gives exactly the separate products followed by the SwiGLU kernel.
+TEST_F(ExpertFp4GpuTest, GateUpMatchesSeparateProductsAndSwiGlu) {
+  struct Case {
+    int64_t out, in;
+    std::vector<int> rows;
+    float limit;
+  };
+  for (const Case& c : {Case{2048, 4096, {1, 1, 1, 1, 1, 1}, 10.0f},  // decode at batch 1
+                        Case{300, 96, {8, 3, 5, 1}, 0.5f},            // tails, clamping bites
+                        Case{37, 1056, {2}, 0.0f}}) {                 // no clamp
+    const int experts = 3;
+    std::vector<std::vector<uint8_t>> bytes;
+    auto matrix = [&](int64_t n, bool scale) {
+      bytes.emplace_back(n);
+      for (auto& b : bytes.back()) b = static_cast<uint8_t>(scale ? 120 + rng_() % 10 : rng_());
+      return ToDevice(bytes.back());
+    };
+    std::vector<const uint8_t*> w1(experts), s1(experts), w3(experts), s3(experts);
+    for (int e = 0; e < experts; ++e) {
+      w1[e] = matrix(c.out * c.in / 2, false);
+      s1[e] = matrix(c.out * c.in / 32, true);
+      w3[e] = matrix(c.out * c.in / 2, false);
+      s3[e] = matrix(c.out * c.in / 32, true);
+    }
+    int total = 0;
+    std::vector<kernels::ExpertGroup> groups;
+    for (int rows : c.rows) {
+      kernels::ExpertGroup g{};
+      g.expert = static_cast<int32_t>(rng_() % experts);
+      g.rows = rows;
+      for (int r = 0; r < rows; ++r, ++total) g.x_row[r] = g.y_row[r] = total;
+      groups.push_back(g);
+    }
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(total * c.in);
+    for (float& v : x) v = normal(rng_);
+    auto *dw1 = ToDevice(w1), *ds1 = ToDevice(s1), *dw3 = ToDevice(w3), *ds3 = ToDevice(s3);
+    auto* dg = ToDevice(groups);
+    float* dx = ToDevice(x);
+    const std::vector<float> poison(total * c.out, std::nanf(""));
+    float *g = ToDevice(poison), *u = ToDevice(poison), *want = ToDevice(poison),
+          *got = ToDevice(poison);
+    const int n = static_cast<int>(groups.size());
+    const int max_rows = *std::max_element(c.rows.begin(), c.rows.end());
+    ASSERT_EQ(kernels::Fp4ExpertGemv(dw1, ds1, c.out, c.in, dg, n, max_rows, dx, g, nullptr), 0);
+    ASSERT_EQ(kernels::Fp4ExpertGemv(dw3, ds3, c.out, c.in, dg, n, max_rows, dx, u, nullptr), 0);
+    ASSERT_EQ(kernels::SwiGlu(g, u, total * c.out, c.limit, want, nullptr), 0);
+    ASSERT_EQ(kernels::Fp4ExpertGateUp(dw1, ds1, dw3, ds3, c.out, c.in, dg, n, max_rows, c.limit,
+                                       dx, got, nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> a(total * c.out), b(total * c.out);
+    cudaMemcpy(a.data(), got, a.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(b.data(), want, b.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_FALSE(std::isnan(a[i])) << "unwritten at " << i;
+      ASSERT_EQ(a[i], b[i]) << "at " << i << ", shape " << c.out << "x" << c.in;
+    }
+    for (const auto* list : {&w1, &s1, &w3, &s3}) {
+      for (const uint8_t* d : *list) cudaFree(const_cast<uint8_t*>(d));
+    }
+    for (void* p : std::initializer_list<void*>{dw1, ds1, dw3, ds3, dg, dx, g, u, want, got})
+      cudaFree(p);
+  }
 }
 
 TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {

@@ -188,14 +188,7 @@ class CpuBackend final : public Backend {
   }
 
   void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out) override {
-    for (int64_t i = 0; i < n; ++i) {
-      float g = gate[i], u = up[i];
-      if (limit > 0) {
-        g = std::min(g, limit);
-        u = std::clamp(u, -limit, limit);
-      }
-      out[i] = g / (1.0f + ExpF(-g)) * u;
-    }
+    for (int64_t i = 0; i < n; ++i) out[i] = SwiGluF(gate[i], up[i], limit);
   }
 
  private:
