@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
-#include "kernels/kv_row.h"
+#include "kernels/kv_row.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -69,26 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (r >= n) return;
   const uint8_t* in = packed + r * kKvRowBytes;
   float v[16];
-  if (lane < kKvNopeValues / 16) {
-    const uint2* src = reinterpret_cast<const uint2*>(in + 16 * lane);
-    const uint2 a = src[0], b = src[1];
-    const uint32_t word[4] = {a.x, a.y, b.x, b.y};
-    const int e = static_cast<int>(in[kKvNopeValues + 2 * kKvRopeValues + lane / 4]) - 127;
-#pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = ldexpf(E4M3((word[k / 4] >> (8 * (k % 4))) & 0xff), e);
-  } else {
-    const uint2* src = reinterpret_cast<const uint2*>(in + kKvNopeValues + 32 * (lane - 28));
-    uint32_t word[8];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint2 w = src[k];
-      word[2 * k] = w.x;
-      word[2 * k + 1] = w.y;
-    }
-#pragma unroll
-    for (int k = 0; k < 16; ++k)
-      v[k] = __uint_as_float(((word[k / 2] >> (16 * (k % 2))) & 0xffff) << 16);
-  }
+  KvRowChunk(in, 2 * lane, v);
+  KvRowChunk(in, 2 * lane + 1, v + 8);
   float4* dst = reinterpret_cast<float4*>(rows + r * kKvRowValues) + 4 * lane;
 #pragma unroll
   for (int k = 0; k < 4; ++k)

@@ -1,11 +1,8 @@
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "kernels/device_math.cuh"
-#include "kernels/kv_row.h"
+#include "kernels/kv_row.cuh"
 #include "kernels/mqa_decode.h"
 
 namespace deepinfer::kernels {
@@ -59,30 +56,7 @@ __global__ void __launch_bounds__(kThreads)
         if (tile + r < end) {
           const int64_t entry =
               row_index ? row_index[offsets[t] + tile + r] : offsets[t] + tile + r;
-          const uint8_t* row = rows8 + entry * kKvRowBytes;
-          if (chunk < kKvNopeValues / 8) {
-            const uint2 w = *reinterpret_cast<const uint2*>(row + 8 * chunk);
-            const float sc = E8M0(row[kKvNopeValues + 2 * kKvRopeValues + chunk / 8]);
-            // Hardware pair conversions: e4m3 -> fp16 is exact (fp16 holds every e4m3 value,
-            // subnormals included), fp16 -> fp32 too, and 2^e scales exactly.
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              const uint32_t word = k < 2 ? w.x : w.y;
-              const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-                  static_cast<__nv_fp8x2_storage_t>((word >> (16 * (k % 2))) & 0xffff), __NV_E4M3);
-              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-              v[2 * k] = f.x * sc;
-              v[2 * k + 1] = f.y * sc;
-            }
-          } else {
-            const uint2* src =
-                reinterpret_cast<const uint2*>(row + kKvNopeValues) + 2 * (chunk - 56);
-            const uint2 a = src[0], b = src[1];
-            const uint32_t word[4] = {a.x, a.y, b.x, b.y};
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-              v[k] = __uint_as_float(((word[k / 2] >> (16 * (k % 2))) & 0xffff) << 16);
-          }
+          KvRowChunk(rows8 + entry * kKvRowBytes, chunk, v);
         }
         float4* dst = reinterpret_cast<float4*>(ks + r * kPad + 8 * chunk);
         dst[0] = make_float4(v[0], v[1], v[2], v[3]);
