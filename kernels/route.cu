@@ -31,6 +31,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   __shared__ float score[kMaxRouterExperts];
   __shared__ uint64_t keys[kMaxRouterExperts];
   __shared__ uint64_t warp_best[kRouteThreads / 32];
+  __shared__ float warp_max[kRouteThreads / 32];
   __shared__ int32_t chosen[kMaxRouterTopK];
   __shared__ float s_sum;
   const int64_t t = blockIdx.x;
@@ -47,11 +48,10 @@ __global__ void __launch_bounds__(kRouteThreads)
     float mx = -INFINITY;
     for (int e = threadIdx.x; e < E; e += kRouteThreads) mx = fmaxf(mx, score[e]);
     for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    if (lane == 0) reinterpret_cast<float*>(warp_best)[warp] = mx;
+    if (lane == 0) warp_max[warp] = mx;
     __syncthreads();
     mx = -INFINITY;
-    for (int w = 0; w < kRouteThreads / 32; ++w)
-      mx = fmaxf(mx, reinterpret_cast<float*>(warp_best)[w]);
+    for (int w = 0; w < kRouteThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
     for (int e = threadIdx.x; e < E; e += kRouteThreads) score[e] = ExpF(__fsub_rn(score[e], mx));
     __syncthreads();
     if (threadIdx.x == 0) {  // the CPU's sum, in expert order
