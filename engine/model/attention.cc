@@ -38,9 +38,9 @@ void Model::Compress(const CompressorWeights& w, CompressorState& st, const floa
   std::vector<float> kv(T * proj), gate(T * proj);
   be_.Linear(w.wkv, x, T, kv.data(), QuantizeActs(w.wkv));
   be_.Linear(w.wgate, x, T, gate.data(), QuantizeActs(w.wgate));
-  std::vector<float> pooled(width), normed(width);
+  std::vector<float> pooled(width), normed(width), scratch;
   for (int64_t t = 0; t < T; ++t) {
-    if (!CompressorPoolToken(w, st, &kv[t * proj], &gate[t * proj], pos[t], pooled.data()))
+    if (!CompressorPoolToken(w, st, &kv[t * proj], &gate[t * proj], pos[t], pooled.data(), scratch))
       continue;
     be_.RmsNorm(pooled.data(), w.norm.data(), 1, width, static_cast<float>(cfg_.rms_norm_eps),
                 normed.data());

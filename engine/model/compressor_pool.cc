@@ -10,7 +10,8 @@
 namespace deepinfer {
 
 bool CompressorPoolToken(const CompressorWeights& w, CompressorState& st, const float* kv,
-                         const float* gate, int64_t pos, float* pooled) {
+                         const float* gate, int64_t pos, float* pooled,
+                         std::vector<float>& scratch) {
   const int m = w.ratio, width = w.width, proj = st.proj;
   const int cur = w.overlap ? m : 0;  // first row of the current window in the state
   const int slot = static_cast<int>(pos % m);
@@ -21,7 +22,8 @@ bool CompressorPoolToken(const CompressorWeights& w, CompressorState& st, const 
   if ((pos + 1) % m != 0) return false;
 
   const int slots = w.overlap ? 2 * m : m;
-  std::vector<float> weights(slots);
+  scratch.resize(slots);
+  float* weights = scratch.data();
   for (int c = 0; c < width; ++c) {
     float mx = -INFINITY;
     for (int s = 0; s < slots; ++s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/model/sequence_state.h"
 #include "engine/model/weights.h"
@@ -14,8 +15,9 @@ namespace deepinfer {
 /// of the ratio), writes the window's pooled row [w.width] — per channel, a softmax over the
 /// window's slots of the gate weighting the kv; with overlap the previous window supplies its
 /// first-series channels and this window its second-series ones — shifts an overlapping state
-/// by one window, and returns true.
+/// by one window, and returns true. `scratch` is reused across calls (no allocation per window).
 bool CompressorPoolToken(const CompressorWeights& w, CompressorState& st, const float* kv,
-                         const float* gate, int64_t pos, float* pooled);
+                         const float* gate, int64_t pos, float* pooled,
+                         std::vector<float>& scratch);
 
 }  // namespace deepinfer

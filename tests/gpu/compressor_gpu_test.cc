@@ -82,12 +82,13 @@ class CompressorGpuTest : public ::testing::Test {
     const auto pooled = d_pooled.ToHost(), kv_after = d_kv_pool.ToHost(),
                gate_after = d_gate_pool.ToHost();
     const auto emitted = d_emitted.ToHost();
-    std::vector<float> want(width);
+    std::vector<float> want(width), scratch;
     int windows = 0;
     for (int64_t i = 0; i < S; ++i) {
       for (int64_t t = seg_begin[i]; t < seg_begin[i + 1]; ++t) {
-        const bool closes = CompressorPoolToken(w, cpu[i], &fused[t * 2 * proj],
-                                                &fused[t * 2 * proj + proj], pos[t], want.data());
+        const bool closes =
+            CompressorPoolToken(w, cpu[i], &fused[t * 2 * proj], &fused[t * 2 * proj + proj],
+                                pos[t], want.data(), scratch);
         ASSERT_EQ(emitted[t], closes ? 1 : 0) << "token " << t;
         if (!closes) continue;
         ++windows;
