@@ -89,8 +89,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   int64_t* positions = a.Take<int64_t>(B);
   int64_t* offsets = a.Take<int64_t>(B + 1);
   // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
-  // input is fixed random logits, the same for every layer copy, so the experts it picks, and
-  // with them the floor and the GEMV's row bound, are read back once here.
+  // input is fixed random logits, the same for every layer copy, so the experts it picks (and
+  // with them the floor) are read back once here.
   // Groups of at most 1 token at batch 1 and 2 up to batch 8 (the CUDA-core GEMV, its registers
   // sized by the bound), else the mma's 8: fixed by the batch, so no routing makes a group the
   // kernel skips (a group never exceeds its bound; a hot expert takes more groups).

@@ -64,8 +64,6 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-int64_t MaxAttentionRows(int window, int64_t max_compressed) { return window + max_compressed; }
-
 int BuildAttentionRows(const AttentionRowsArgs& a, int64_t* offsets, int32_t* row_index,
                        void* stream) {
   if (a.queries < 0 || a.queries > 0x7fffffffll || a.window < 1 || a.page_rows < 1 ||

@@ -25,15 +25,12 @@ struct AttentionRowsArgs {
       0;  // compressed row j: pool row page_table[j / page_rows] * page_rows + j % page_rows
 };
 
-/// Rows per query at most: window + (top_k or the largest visible count).
-int64_t MaxAttentionRows(int window, int64_t max_compressed);
-
 /// Writes offsets[queries + 1] (offsets[0] = 0) and row_index[offsets[q] ..] for each query: the
 /// window positions max(0, pos - window + 1, window_from) .. pos in order (their rows are in the
 /// ring: the step writes its own row there first), then min(top_k, visible) selected rows in
 /// the indexer's order (CSA) or rows 0 .. visible - 1 (HCA). row_index holds at least
-/// queries * MaxAttentionRows(...) entries. Two launches: counts and their prefix sums in one
-/// block, then one block per query.
+/// queries * (window + top_k, or + the largest visible count) entries. Two launches: counts and
+/// their prefix sums in one block, then one block per query.
 int BuildAttentionRows(const AttentionRowsArgs& args, int64_t* offsets, int32_t* row_index,
                        void* stream);
 
