@@ -20,7 +20,10 @@ int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads,
 /// summed in a fixed order (deterministic; agrees with the CPU to fp32 rounding, and its
 /// products are exact where q and keys are bf16 values, as the reference numerics' FP4-rounded
 /// ones are). heads == 64; q 8-byte aligned, keys 4-byte aligned, key_stride even (elements).
+/// With key_set (device, batch entries) query b reads the keys at keys + key_set[b] * key_stride
+/// instead: the device cache's key pages of the sequence the query belongs to.
 int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, const uint16_t* keys,
-                     int64_t key_stride, int64_t n_keys, float* out, void* stream);
+                     int64_t key_stride, int64_t n_keys, float* out, void* stream,
+                     const int32_t* key_set = nullptr);
 
 }  // namespace deepinfer::kernels

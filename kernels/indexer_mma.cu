@@ -37,8 +37,8 @@ __device__ __forceinline__ void Mma(float* d, uint32_t a0, uint32_t a1, uint32_t
 template <int kKeysPerBlock>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerMmaKernel(const float* __restrict__ q, const float* __restrict__ w,
-                     const uint16_t* __restrict__ keys, int64_t key_stride, int64_t n_keys,
-                     float* __restrict__ out) {
+                     const uint16_t* __restrict__ keys, int64_t key_stride,
+                     const int32_t* __restrict__ key_set, int64_t n_keys, float* __restrict__ out) {
   __shared__ float partial[kWarps][kKeysPerBlock];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t b = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     wh[nt][0] = w[b * kHeads + n0 + 2 * t];  // the heads of accumulator columns 2t, 2t + 1
     wh[nt][1] = w[b * kHeads + n0 + 2 * t + 1];
   }
-  const uint16_t* kb = keys + b * key_stride;
+  const uint16_t* kb = keys + (key_set != nullptr ? key_set[b] : b) * key_stride;
   for (int mt = 0; mt < kKeysPerBlock / 16; ++mt) {
     const int64_t m0 = j0 + 16 * mt;
     if (m0 >= n_keys) break;                                   // uniform over the block
@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 }  // namespace
 
 int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, const uint16_t* keys,
-                     int64_t key_stride, int64_t n_keys, float* out, void* stream) {
+                     int64_t key_stride, int64_t n_keys, float* out, void* stream,
+                     const int32_t* key_set) {
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 7) == 0 &&
                        (reinterpret_cast<uintptr_t>(keys) & 3) == 0 && key_stride % 2 == 0;
   if (heads != kHeads || !aligned || batch < 0 || n_keys < 0) {
@@ -118,8 +119,8 @@ int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, c
                     static_cast<unsigned>(std::min(kMaxGridY, batch - b)));
     auto kernel = wide ? IndexerMmaKernel<256> : IndexerMmaKernel<64>;
     kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-        q + b * heads * kDim, w + b * heads, keys + b * key_stride, key_stride, n_keys,
-        out + b * n_keys);
+        q + b * heads * kDim, w + b * heads, key_set != nullptr ? keys : keys + b * key_stride,
+        key_stride, key_set != nullptr ? key_set + b : nullptr, n_keys, out + b * n_keys);
   }
   return static_cast<int>(cudaGetLastError());
 }

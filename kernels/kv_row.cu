@@ -12,10 +12,13 @@ namespace {
 constexpr int kWarps = 8;
 
 __global__ void __launch_bounds__(kWarps * 32)
-    PackKvRowsKernel(const float* __restrict__ rows, int64_t n, uint8_t* __restrict__ packed) {
+    PackKvRowsKernel(const float* __restrict__ rows, int64_t n, const int32_t* __restrict__ dest,
+                     uint8_t* __restrict__ packed) {
   const int lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= n) return;
+  const int64_t to = dest != nullptr ? dest[r] : r;
+  if (to < 0) return;  // a row the step does not store (no compressor window closed)
   const float4* src = reinterpret_cast<const float4*>(rows + r * kKvRowValues) + 4 * lane;
   float v[16];
 #pragma unroll
@@ -26,7 +29,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     v[4 * k + 2] = f.z;
     v[4 * k + 3] = f.w;
   }
-  uint8_t* out = packed + r * kKvRowBytes;
+  uint8_t* out = packed + to * kKvRowBytes;
   float amax = 0.0f;  // fmaxf skips NaN, as std::max(amax, |x|) in quant.cc does
 #pragma unroll
   for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(v[k]));
@@ -63,11 +66,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 __global__ void __launch_bounds__(kWarps * 32)
-    UnpackKvRowsKernel(const uint8_t* __restrict__ packed, int64_t n, float* __restrict__ rows) {
+    UnpackKvRowsKernel(const uint8_t* __restrict__ packed, int64_t n,
+                       const int32_t* __restrict__ src, float* __restrict__ rows) {
   const int lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= n) return;
-  const uint8_t* in = packed + r * kKvRowBytes;
+  const uint8_t* in = packed + (src != nullptr ? src[r] : r) * kKvRowBytes;
   float v[16];
   KvRowChunk(in, 2 * lane, v);
   KvRowChunk(in, 2 * lane + 1, v + 8);
@@ -83,19 +87,19 @@ bool Aligned(const void* p, uintptr_t bytes) {
 
 }  // namespace
 
-int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream) {
+int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream, const int32_t* dest) {
   if (n < 0 || !Aligned(rows, 16) || !Aligned(packed, 8)) return cudaErrorInvalidValue;
   if (n == 0) return 0;
   PackKvRowsKernel<<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
-                     static_cast<cudaStream_t>(stream)>>>(rows, n, packed);
+                     static_cast<cudaStream_t>(stream)>>>(rows, n, dest, packed);
   return cudaGetLastError();
 }
 
-int UnpackKvRows(const uint8_t* packed, int64_t n, float* rows, void* stream) {
+int UnpackKvRows(const uint8_t* packed, int64_t n, float* rows, void* stream, const int32_t* src) {
   if (n < 0 || !Aligned(rows, 16) || !Aligned(packed, 8)) return cudaErrorInvalidValue;
   if (n == 0) return 0;
   UnpackKvRowsKernel<<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
-                       static_cast<cudaStream_t>(stream)>>>(packed, n, rows);
+                       static_cast<cudaStream_t>(stream)>>>(packed, n, src, rows);
   return cudaGetLastError();
 }
 

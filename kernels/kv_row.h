@@ -18,10 +18,15 @@ constexpr int kKvNopeValues = kKvRowValues - kKvRopeValues;  // 448: seven block
 /// QdqFp8Blocks(row, 448, 64, 1e-4) picks it, rounded to e4m3 (nearest, ties to even); the RoPE
 /// values rounded to bf16 (nearest even); scale byte e + 127; pad 0. rows 16-byte aligned,
 /// packed 8-byte aligned (584 = 73 x 8, so every row is). Values must be finite (a finished row
-/// is; NaN payloads and infinite scales are not reproduced).
-int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream);
+/// is; NaN payloads and infinite scales are not reproduced). With `dest` (device, n entries) row i
+/// goes to row dest[i] of `packed` instead, and nowhere when dest[i] < 0: the device cache's
+/// ring slot or compressed-row page.
+int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream,
+               const int32_t* dest = nullptr);
 
 /// The inverse: rows [n, 512] of fp32 values, each e4m3 value times its block's 2^e exactly.
-int UnpackKvRows(const uint8_t* packed, int64_t n, float* rows, void* stream);
+/// With `src` (device, n entries) row i is read from row src[i] of `packed` (a gather).
+int UnpackKvRows(const uint8_t* packed, int64_t n, float* rows, void* stream,
+                 const int32_t* src = nullptr);
 
 }  // namespace deepinfer::kernels

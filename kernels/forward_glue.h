@@ -1,0 +1,35 @@
+// Small steps of the device forward that sit between the products (engine/backend/cuda/
+// device_forward.h): the embedding gather, the reference numerics' FP8 rounding of activations,
+// the indexer's Hadamard + FP4 rounding of queries and keys, and fills. Each computes what the
+// CPU forward computes, bit for bit (engine/model/quant.h). Device pointers; `stream` is a
+// cudaStream_t as void*; each returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// out[t, c, :] = table[tokens[t], :] as fp32 for c < copies (the mHC streams start as copies of
+/// the embedding): table [vocab, dim] bf16, ids already checked by the engine.
+int EmbedRows(const uint16_t* table, const int32_t* tokens, int64_t n, int64_t dim, int copies,
+              float* out, void* stream);
+
+/// y = x rounded through FP8 e4m3 in blocks of 128 along each row with a power-of-two scale per
+/// block, as QdqFp8Blocks(row, dim, 128, 1e-4f): the activations of an FP8 product in the
+/// reference numerics. y may alias x.
+int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream);
+
+/// The reference numerics' rounding of an indexer query head or key: the normalised Hadamard
+/// transform, then FP4 e2m1 QDQ in blocks of 32 (HadamardTransform and QdqFp4Blocks, in that
+/// order). Row r of x [rows, dim] goes to row dest[r] (r when dest is null; nowhere when
+/// negative) of out_f32 and/or of out_bf16 (either may be null; the rounded values are exact in
+/// bf16). dim a power of two in [32, 128].
+int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, float* out_f32,
+                    uint16_t* out_bf16, void* stream);
+
+/// x[i] = value for i < n.
+int SetFloats(float* x, int64_t n, float value, void* stream);
+/// x[i] *= factor for i < n (one rounding, as the CPU's `v *= scale`).
+int ScaleFloats(float* x, int64_t n, float factor, void* stream);
+
+}  // namespace deepinfer::kernels
