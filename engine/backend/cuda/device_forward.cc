@@ -1,0 +1,362 @@
+#include "engine/backend/cuda/device_forward.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/device_step.h"
+#include "engine/backend/cuda/device_weights.h"
+#include "kernels/forward_glue.h"
+#include "kernels/kv_row.h"
+#include "kernels/mqa_decode.h"
+#include "kernels/norm_fast.h"
+#include "kernels/route.h"
+#include "kernels/topk.h"
+
+namespace deepinfer {
+namespace {
+
+Status CudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return Internal(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+Status KernelStatus(int e, const char* what) {
+  if (e == 0) return Status::Ok();
+  return Internal(std::string("CUDA: ") + what + " failed with code " + std::to_string(e) + " (" +
+                  cudaGetErrorString(static_cast<cudaError_t>(e)) + ")");
+}
+
+class DeviceForwardImpl final : public DeviceForward {
+ public:
+  DeviceForwardImpl(const Checkpoint& ck, const DeviceForwardOptions& o) : ck_(ck), opt_(o) {}
+  ~DeviceForwardImpl() override {
+    for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
+    if (host_in_) cudaFreeHost(host_in_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status Init() {
+    const ModelConfig& c = ck_.config;
+    if (opt_.max_batch < 1 || opt_.slots < 1 || opt_.max_context < 128 ||
+        opt_.max_context % 128 != 0) {
+      return InvalidArgument(
+          "device forward: max_batch and slots >= 1, max_context a multiple "
+          "of 128");
+    }
+    DI_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice"));
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+    DI_RETURN_IF_ERROR(UploadModel(ck_, mem_, &model_));
+    plan_.cfg = &c;
+    plan_.model = &model_;
+    plan_.window = c.sliding_window;
+    plan_.cpu_order = opt_.cpu_order;
+    DI_RETURN_IF_ERROR(AllocInputs());
+    DI_RETURN_IF_ERROR(AllocCaches());
+    DI_RETURN_IF_ERROR(AllocBuffers());
+    lengths_.assign(opt_.slots + 1, 0);
+    for (int s = 0; s <= opt_.slots; ++s) DI_RETURN_IF_ERROR(ResetSlotState(s));
+    for (int b = 1;; b = std::min(2 * b, opt_.max_batch)) {
+      buckets_.push_back(b);
+      if (b == opt_.max_batch) break;
+    }
+    // Each bucket runs once eagerly (kernels set their attributes on first launch), then is
+    // captured; every row is padding here, which only the spare slot sees.
+    FillInputs({}, {}, buckets_.back());
+    DI_RETURN_IF_ERROR(Upload());
+    for (int b : buckets_) {
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueStep(plan_, b, stream_), "warm-up step"));
+      DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
+      if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
+    }
+    return Status::Ok();
+  }
+
+  Status ResetSlot(int slot) override {
+    if (slot < 0 || slot >= opt_.slots) return InvalidArgument("slot out of range");
+    DI_RETURN_IF_ERROR(ResetSlotState(slot));
+    return CudaStatus(cudaStreamSynchronize(stream_), "reset");
+  }
+
+  int64_t length(int slot) const override {
+    return slot >= 0 && slot < opt_.slots ? lengths_[slot] : -1;
+  }
+
+  size_t device_bytes() const override { return mem_.bytes(); }
+
+  Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+              float* logits) override {
+    const int rows = static_cast<int>(slots.size());
+    if (slots.size() != tokens.size()) return InvalidArgument("one token per slot");
+    if (rows == 0) return Status::Ok();
+    if (rows > opt_.max_batch) {
+      return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
+                             std::to_string(opt_.max_batch));
+    }
+    std::vector<bool> seen(opt_.slots, false);
+    for (int i = 0; i < rows; ++i) {
+      const int s = slots[i];
+      if (s < 0 || s >= opt_.slots || seen[s]) return InvalidArgument("bad or repeated slot");
+      seen[s] = true;
+      if (tokens[i] < 0 || tokens[i] >= ck_.config.vocab_size) {
+        return InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
+      }
+      if (lengths_[s] >= opt_.max_context) {
+        return InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
+      }
+    }
+    const int bucket = *std::lower_bound(buckets_.begin(), buckets_.end(), rows);
+    FillInputs(slots, tokens, bucket);
+    DI_RETURN_IF_ERROR(Upload());
+    if (opt_.graphs) {
+      DI_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph"));
+    } else {
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueStep(plan_, bucket, stream_), "step"));
+    }
+    const int64_t V = ck_.config.vocab_size;
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(logits, plan_.buf.logits, rows * V * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream_),
+                   "logits"));
+    DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "step"));
+    for (int i = 0; i < rows; ++i) ++lengths_[slots[i]];
+    return Status::Ok();
+  }
+
+ private:
+  // The input block: int64 arrays first (pos, seg_begin, per ratio comp_pos), then int32 ones.
+  Status AllocInputs() {
+    std::vector<int> ratios;
+    for (const DeviceLayer& L : model_.layers) {
+      if (std::find(ratios.begin(), ratios.end(), L.ratio) == ratios.end())
+        ratios.push_back(L.ratio);
+    }
+    const size_t B = opt_.max_batch, n_r = ratios.size();
+    in_bytes_ = (B + (B + 1) + n_r * B) * 8 + (2 + 5 * n_r) * B * 4;
+    DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(in_bytes_));
+    DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_in_, in_bytes_), "cudaMallocHost"));
+    in_dev_ = dev;
+    // The same offsets in both copies: the host fills its block through a plan of host pointers.
+    auto layout = [&](uint8_t* base, StepInputs* in) {
+      int64_t* p64 = reinterpret_cast<int64_t*>(base);
+      in->pos = p64;
+      in->seg_begin = p64 + B;
+      int32_t* p32 = reinterpret_cast<int32_t*>(p64 + B + (B + 1) + n_r * B);
+      in->tokens = p32;
+      in->slot = p32 + B;
+      in->ratios.resize(n_r);
+      for (size_t r = 0; r < n_r; ++r) {
+        RatioInputs& ri = in->ratios[r];
+        ri.ratio = ratios[r];
+        ri.rows_per_slot = ratios[r] ? opt_.max_context / ratios[r] : 0;
+        ri.comp_pos = p64 + B + (B + 1) + r * B;
+        int32_t* q = p32 + 2 * B + 5 * r * B;
+        ri.ring_row = q;
+        ri.ring_dest = q + B;
+        ri.page = q + 2 * B;
+        ri.visible = q + 3 * B;
+        ri.comp_dest = q + 4 * B;
+      }
+    };
+    layout(static_cast<uint8_t*>(dev), &plan_.in);
+    layout(static_cast<uint8_t*>(host_in_), &host_);
+    return Status::Ok();
+  }
+
+  Status AllocCaches() {
+    const ModelConfig& c = ck_.config;
+    const int64_t W = c.sliding_window, slots = opt_.slots + 1;
+    for (const DeviceLayer& L : model_.layers) {
+      DeviceLayerCache cache;
+      for (size_t r = 0; r < plan_.in.ratios.size(); ++r) {
+        if (plan_.in.ratios[r].ratio == L.ratio) cache.ratio_index = static_cast<int>(r);
+      }
+      const int64_t R = plan_.in.ratios[cache.ratio_index].rows_per_slot;
+      if (slots * (R + W) > 0x7fffffff) return InvalidArgument("device forward: cache too large");
+      DI_ASSIGN_OR_RETURN(cache.pool, mem_.Take<uint8_t>(slots * (R + W) * kernels::kKvRowBytes));
+      if (L.has_compressor) {
+        const int64_t sf = L.comp.shape.state_floats();
+        DI_ASSIGN_OR_RETURN(cache.comp_kv, mem_.Take<float>(slots * sf));
+        DI_ASSIGN_OR_RETURN(cache.comp_gate, mem_.Take<float>(slots * sf));
+      }
+      if (L.has_indexer) {
+        const int64_t sf = L.index_comp.shape.state_floats();
+        DI_ASSIGN_OR_RETURN(cache.keys, mem_.Take<uint16_t>(slots * R * c.index_head_dim));
+        DI_ASSIGN_OR_RETURN(cache.index_kv, mem_.Take<float>(slots * sf));
+        DI_ASSIGN_OR_RETURN(cache.index_gate, mem_.Take<float>(slots * sf));
+      }
+      plan_.caches.push_back(cache);
+    }
+    return Status::Ok();
+  }
+
+  Status AllocBuffers() {
+    const ModelConfig& c = ck_.config;
+    const int64_t B = opt_.max_batch, n = c.hc_mult, d = c.hidden_size, S = n * d;
+    const int64_t qr = c.q_lora_rank, HD = int64_t{c.num_heads} * c.head_dim;
+    const int64_t Z = int64_t{c.o_groups} * c.o_lora_rank, K = c.num_experts_per_tok;
+    const int64_t inter = c.moe_intermediate_size, E = c.n_routed_experts;
+    int64_t shared_inter = 1, keys = 1, comp_read = 0;
+    size_t topk_ws = 16;
+    int64_t attn_scratch = 0, groups = 1;
+    for (size_t l = 0; l < model_.layers.size(); ++l) {
+      const DeviceLayer& L = model_.layers[l];
+      if (L.has_shared) shared_inter = std::max(shared_inter, L.shared_w1.out);
+      const bool csa = L.type == AttnType::kCsa;
+      const int64_t R = plan_.in.ratios[plan_.caches[l].ratio_index].rows_per_slot;
+      if (csa) keys = std::max(keys, R);
+      comp_read = std::max(comp_read, CompressedRowsRead(c, plan_.in, plan_.caches[l], csa));
+    }
+    for (int64_t b = 1; b <= B; ++b) {
+      if (c.index_topk > 0) {
+        topk_ws = std::max(topk_ws, kernels::RowTopKWorkspace(b, keys, c.index_topk));
+      }
+      attn_scratch = std::max(
+          attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
+      groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
+    }
+    const int64_t max_in = std::max({d, qr, HD, Z, inter, shared_inter});
+    StepBuffers& b = plan_.buf;
+    auto f = [&](float** p, int64_t count) -> Status {
+      DI_ASSIGN_OR_RETURN(*p, mem_.Take<float>(std::max<int64_t>(count, 1)));
+      return Status::Ok();
+    };
+    auto i32 = [&](int32_t** p, int64_t count) -> Status {
+      DI_ASSIGN_OR_RETURN(*p, mem_.Take<int32_t>(std::max<int64_t>(count, 1)));
+      return Status::Ok();
+    };
+    for (float** p : {&b.X, &b.X2}) DI_RETURN_IF_ERROR(f(p, B * S));
+    for (float** p : {&b.h, &b.x, &b.xq, &b.y, &b.hs}) DI_RETURN_IF_ERROR(f(p, B * d));
+    DI_RETURN_IF_ERROR(f(&b.post, B * n));
+    DI_RETURN_IF_ERROR(f(&b.comb, B * n * n));
+    DI_RETURN_IF_ERROR(f(&b.hc_scratch, B * ((2 + n) * n + 1) * kernels::kHyperSlices));
+    DI_RETURN_IF_ERROR(f(&b.act, B * max_in));
+    for (float** p : {&b.q_lat, &b.q_res}) DI_RETURN_IF_ERROR(f(p, B * qr));
+    for (float** p : {&b.q, &b.o, &b.oq}) DI_RETURN_IF_ERROR(f(p, B * HD));
+    DI_RETURN_IF_ERROR(f(&b.kv, B * c.head_dim));
+    DI_RETURN_IF_ERROR(f(&b.z, B * Z));
+    for (float** p : {&b.comp_kv, &b.comp_gate}) DI_RETURN_IF_ERROR(f(p, B * 2 * c.head_dim));
+    for (float** p : {&b.pooled, &b.pooled_n}) DI_RETURN_IF_ERROR(f(p, B * c.head_dim));
+    DI_RETURN_IF_ERROR(i32(&b.emitted, B));
+    DI_RETURN_IF_ERROR(f(&b.iq, B * c.index_n_heads * c.index_head_dim));
+    DI_RETURN_IF_ERROR(f(&b.iw, B * c.index_n_heads));
+    DI_RETURN_IF_ERROR(f(&b.scores, B * keys));
+    DI_RETURN_IF_ERROR(i32(&b.topk, B * std::max(1, c.index_topk)));
+    DI_ASSIGN_OR_RETURN(b.topk_ws, mem_.Alloc(topk_ws));
+    DI_RETURN_IF_ERROR(i32(&b.row_index, B * (c.sliding_window + comp_read)));
+    DI_ASSIGN_OR_RETURN(b.offsets, mem_.Take<int64_t>(B + 1));
+    DI_RETURN_IF_ERROR(f(&b.attn_scratch, attn_scratch));
+    DI_RETURN_IF_ERROR(f(&b.gate_logits, B * E));
+    DI_RETURN_IF_ERROR(f(&b.route_w, B * K));
+    for (int32_t** p : {&b.route_e, &b.rank}) DI_RETURN_IF_ERROR(i32(p, B * K));
+    DI_RETURN_IF_ERROR(i32(&b.n_live, 1));
+    DI_ASSIGN_OR_RETURN(b.up, mem_.Take<kernels::ExpertGroup>(groups));
+    DI_ASSIGN_OR_RETURN(b.down, mem_.Take<kernels::ExpertGroup>(groups));
+    DI_RETURN_IF_ERROR(f(&b.pair_act, B * K * inter));
+    DI_RETURN_IF_ERROR(f(&b.pair_out, B * K * d));
+    for (float** p : {&b.sg, &b.su, &b.sa}) DI_RETURN_IF_ERROR(f(p, B * shared_inter));
+    if (opt_.cpu_order) {
+      DI_RETURN_IF_ERROR(f(&b.gathered, B * (c.sliding_window + comp_read) * c.head_dim));
+      for (float** p : {&b.pair_g, &b.pair_u}) DI_RETURN_IF_ERROR(f(p, B * K * inter));
+    }
+    return f(&b.logits, B * c.vocab_size);
+  }
+
+  // Compressor states of a fresh sequence: kv 0, gate -inf (an empty window weighs nothing).
+  Status ResetSlotState(int slot) {
+    for (size_t l = 0; l < model_.layers.size(); ++l) {
+      const DeviceLayer& L = model_.layers[l];
+      const DeviceLayerCache& cache = plan_.caches[l];
+      const std::pair<const DeviceCompressor*, float*> states[2][2] = {
+          {{&L.comp, cache.comp_kv}, {&L.comp, cache.comp_gate}},
+          {{&L.index_comp, cache.index_kv}, {&L.index_comp, cache.index_gate}}};
+      for (int k = 0; k < 2; ++k) {
+        if (states[k][0].second == nullptr) continue;
+        const int64_t sf = states[k][0].first->shape.state_floats();
+        DI_RETURN_IF_ERROR(KernelStatus(
+            kernels::SetFloats(states[k][0].second + slot * sf, sf, 0.0f, stream_), "reset"));
+        DI_RETURN_IF_ERROR(KernelStatus(
+            kernels::SetFloats(states[k][1].second + slot * sf, sf, -INFINITY, stream_), "reset"));
+      }
+    }
+    lengths_[slot] = 0;
+    return Status::Ok();
+  }
+
+  // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
+  void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens, int bucket) {
+    const int64_t W = ck_.config.sliding_window, all = opt_.slots + 1;
+    for (int i = 0; i <= bucket; ++i) host_.seg_begin[i] = i;
+    for (int i = 0; i < bucket; ++i) {
+      const bool real = i < static_cast<int>(slots.size());
+      const int32_t s = real ? slots[i] : opt_.slots;
+      const int64_t pos = real ? lengths_[s] : 0;
+      host_.tokens[i] = real ? tokens[i] : 0;
+      host_.slot[i] = s;
+      host_.pos[i] = pos;
+      for (RatioInputs& r : host_.ratios) {
+        const int64_t m = r.ratio, R = r.rows_per_slot;
+        r.ring_row[i] = static_cast<int32_t>(all * R + s * W);
+        r.ring_dest[i] = static_cast<int32_t>(all * R + s * W + pos % W);
+        r.page[i] = s;
+        r.visible[i] = m ? static_cast<int32_t>(std::min((pos + 1) / m, R)) : 0;
+        r.comp_dest[i] =
+            m && (pos + 1) % m == 0 ? static_cast<int32_t>(s * R + (pos + 1) / m - 1) : -1;
+        r.comp_pos[i] = pos + 1 - m;
+      }
+    }
+  }
+  Status Upload() {
+    return CudaStatus(
+        cudaMemcpyAsync(in_dev_, host_in_, in_bytes_, cudaMemcpyHostToDevice, stream_), "inputs");
+  }
+
+  Status Capture(int bucket) {
+    cudaGraph_t graph = nullptr;
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capture"));
+    const int rc = EnqueueStep(plan_, bucket, stream_);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    DI_RETURN_IF_ERROR(KernelStatus(rc, "captured step"));
+    DI_RETURN_IF_ERROR(CudaStatus(end, "capture"));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    DI_RETURN_IF_ERROR(CudaStatus(inst, "graph instantiate"));
+    graphs_[bucket] = exec;
+    return Status::Ok();
+  }
+
+  const Checkpoint& ck_;
+  DeviceForwardOptions opt_;
+  DeviceMemory mem_;
+  DeviceModel model_;
+  StepPlan plan_;
+  StepInputs host_;  // the host copy of the input block, laid out as plan_.in
+  void* in_dev_ = nullptr;
+  void* host_in_ = nullptr;
+  size_t in_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::vector<int64_t> lengths_;
+  std::vector<int> buckets_;
+  std::map<int, cudaGraphExec_t> graphs_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceForward>> DeviceForward::Create(const Checkpoint& checkpoint,
+                                                             const DeviceForwardOptions& options) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= options.device) {
+    return Unimplemented("no usable CUDA device (" + std::to_string(count) + " visible)");
+  }
+  auto f = std::make_unique<DeviceForwardImpl>(checkpoint, options);
+  DI_RETURN_IF_ERROR(f->Init());
+  return std::unique_ptr<DeviceForward>(std::move(f));
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,50 @@
+// The device forward (stage 2 of the CUDA backend, docs/gpu.md): the V4 decode step on device
+// buffers only, with the production kernels and the reference numerics — FP8 activations, the
+// KV cache in 584-byte rows, bf16 indexer keys. Sequences live in slots whose caches (rings,
+// compressed rows, indexer keys, compressor states) are preallocated on the device; a step takes
+// one token for each of up to max_batch slots, uploads one small input block, replays the CUDA
+// graph captured for its batch bucket and returns the logits: the only synchronisation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/common/status.h"
+#include "engine/model/weights.h"
+
+namespace deepinfer {
+
+struct DeviceForwardOptions {
+  int max_batch = 8;           // tokens a step takes (buckets 1, 2, 4, ... up to it)
+  int slots = 8;               // sequences whose caches the device holds at once
+  int64_t max_context = 4096;  // positions per sequence; a multiple of 128
+  bool graphs = true;          // replay each bucket's step as a CUDA graph
+  // Kernels that sum in the CPU's order instead of the production ones: the logits are then the
+  // CPU forward's (reference numerics) bit for bit, which checks the caches, slots and graphs
+  // exactly. Slow; for tests.
+  bool cpu_order = false;
+  int device = 0;
+};
+
+class DeviceForward {
+ public:
+  /// Uploads the checkpoint's main model and allocates every buffer and cache. Errors: no CUDA
+  /// device, shapes or formats the production kernels do not take, options out of range.
+  static Result<std::unique_ptr<DeviceForward>> Create(const Checkpoint& checkpoint,
+                                                       const DeviceForwardOptions& options);
+  virtual ~DeviceForward() = default;
+
+  /// Empties slot `slot` for a new sequence (length 0).
+  virtual Status ResetSlot(int slot) = 0;
+  /// Tokens the sequence in `slot` holds.
+  virtual int64_t length(int slot) const = 0;
+  /// Appends tokens[i] to the sequence in slots[i] (distinct slots) and writes its next-token
+  /// logits to logits[i * vocab ..]. Bad input (slot, token id, a full sequence) changes nothing.
+  virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                      float* logits) = 0;
+  /// Device memory held: weights, caches, activations.
+  virtual size_t device_bytes() const = 0;
+};
+
+}  // namespace deepinfer

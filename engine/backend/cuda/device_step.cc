@@ -1,0 +1,278 @@
+#include "engine/backend/cuda/device_step.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention_rows.h"
+#include "kernels/compress.h"
+#include "kernels/dot_cpu_order.h"
+#include "kernels/forward_glue.h"
+#include "kernels/indexer.h"
+#include "kernels/kv_row.h"
+#include "kernels/linear_bf16.h"
+#include "kernels/linear_fp8.h"
+#include "kernels/mqa_decode.h"
+#include "kernels/norm_fast.h"
+#include "kernels/ops.h"
+#include "kernels/route.h"
+#include "kernels/topk.h"
+
+namespace deepinfer {
+namespace {
+
+#define DI_CUDA_TRY(expr)                 \
+  do {                                    \
+    if (const int _e = (expr)) return _e; \
+  } while (0)
+
+// The GEMVs take up to 8 rows a launch.
+constexpr int kGemvRows = 8;
+
+// y = x W^T for a dense weight: FP8 weights take the activations rounded through FP8 first (the
+// reference numerics, into `act`), bf16 ones take them as they are, both summed in fp32.
+int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s) {
+  const bool fp8 = w.format == WeightFormat::kFp8Block;
+  if (fp8) {
+    DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
+    x = p.buf.act;
+  }
+  if (p.cpu_order) {
+    const auto f = fp8 ? kernels::StoredFormat::kFp8Block128 : kernels::StoredFormat::kBf16;
+    return kernels::QuantizedDotCpuOrder(f, w.data, w.scale, 0, w.out, w.in, x, w.in, rows, y,
+                                         w.out, s);
+  }
+  for (int r = 0; r < rows; r += kGemvRows) {
+    const int n = std::min(kGemvRows, rows - r);
+    DI_CUDA_TRY(
+        fp8 ? kernels::Fp8BlockGemv(w.data, w.scale, w.out, w.in, x + r * w.in, n, y + r * w.out, s)
+            : kernels::Bf16Gemv(reinterpret_cast<const uint16_t*>(w.data), w.out, w.in,
+                                x + r * w.in, n, y + r * w.out, s));
+  }
+  return 0;
+}
+
+int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
+         float* y, void* s) {
+  const float eps = static_cast<float>(p.cfg->rms_norm_eps);
+  return p.cpu_order ? kernels::RmsNorm(x, weight, rows, dim, eps, y, s)
+                     : kernels::RmsNormFast(x, weight, rows, dim, eps, y, s);
+}
+
+int HyperPre(const StepPlan& p, const kernels::HyperWeights& w, const float* streams, int rows,
+             void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
+  if (p.cpu_order) {
+    return kernels::HyperPre(w, streams, rows, c.hc_mult, c.hidden_size, eps, hc_eps,
+                             c.hc_sinkhorn_iters, b.post, b.comb, b.h, s);
+  }
+  return kernels::HyperPreFast(w, streams, rows, c.hc_mult, c.hidden_size, eps, hc_eps,
+                               c.hc_sinkhorn_iters, b.post, b.comb, b.h, b.hc_scratch, s);
+}
+
+// A compressor's step: project, pool the windows that close, then normalise, rotate (RoPE at the
+// window's first position) and store each closed row — KV rows into the pool's 584-byte rows,
+// indexer keys (Hadamard + FP4) as bf16 — at the rows the host computed (-1: none closed).
+int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
+             const RatioInputs& r, float* kv_state, float* gate_state, bool indexer,
+             const DeviceLayerCache& cache, int rows, void* s) {
+  const StepBuffers& b = p.buf;
+  const int proj = c.shape.proj(), width = c.shape.width;
+  DI_CUDA_TRY(Dense(p, c.wkv, b.x, rows, b.comp_kv, s));
+  DI_CUDA_TRY(Dense(p, c.wgate, b.x, rows, b.comp_gate, s));
+  DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
+                                      p.in.seg_begin, rows, p.in.slot, kv_state, gate_state,
+                                      b.pooled, b.emitted, s));
+  DI_CUDA_TRY(Norm(p, b.pooled, c.norm, rows, width, b.pooled_n, s));
+  DI_CUDA_TRY(
+      kernels::Rope(b.pooled_n, rows, 1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos, false, s));
+  if (indexer) {
+    return kernels::HadamardFp4Rows(b.pooled_n, rows, width, r.comp_dest, nullptr, cache.keys, s);
+  }
+  return kernels::PackKvRows(b.pooled_n, rows, cache.pool, s, r.comp_dest);
+}
+
+// The indexer's pick of compressed rows for each query (CSA).
+int SelectRows(const StepPlan& p, const DeviceLayer& L, const RatioInputs& r,
+               const DeviceLayerCache& cache, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const int heads = c.index_n_heads, dim = c.index_head_dim;
+  DI_CUDA_TRY(Dense(p, L.index_wq_b, b.q_res, rows, b.iq, s));
+  DI_CUDA_TRY(kernels::Rope(b.iq, rows, heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false, s));
+  DI_CUDA_TRY(
+      kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s));
+  DI_CUDA_TRY(Dense(p, L.index_weights_proj, b.x, rows, b.iw, s));
+  const float scale =
+      1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
+  DI_CUDA_TRY(kernels::ScaleFloats(b.iw, int64_t{rows} * heads, scale, s));
+  const int64_t R = r.rows_per_slot;
+  DI_CUDA_TRY(kernels::IndexerScoresMma(b.iq, b.iw, rows, heads, cache.keys, R * dim, R, b.scores,
+                                        s, p.in.slot));
+  return kernels::RowTopK(b.scores, rows, R, r.visible, R, c.index_topk, b.topk, b.topk_ws, s);
+}
+
+int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCache& cache, int rows,
+                   void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const RatioInputs& r = p.in.ratios[cache.ratio_index];
+  const int H = c.num_heads, D = c.head_dim, rd = c.rope_dim;
+  const int64_t qr = c.q_lora_rank;
+  DI_CUDA_TRY(Dense(p, L.wq_a, b.x, rows, b.q_lat, s));
+  DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
+  DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
+  DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
+  DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
+  DI_CUDA_TRY(Dense(p, L.wkv, b.x, rows, b.kv, s));
+  DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
+  DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
+  // Into the ring first: the query's window includes its own row.
+  DI_CUDA_TRY(kernels::PackKvRows(b.kv, rows, cache.pool, s, r.ring_dest));
+  if (L.has_compressor) {
+    DI_CUDA_TRY(Compress(p, L, L.comp, r, cache.comp_kv, cache.comp_gate, false, cache, rows, s));
+  }
+  const bool csa = L.type == AttnType::kCsa;
+  if (csa) {
+    DI_CUDA_TRY(
+        Compress(p, L, L.index_comp, r, cache.index_kv, cache.index_gate, true, cache, rows, s));
+    DI_CUDA_TRY(SelectRows(p, L, r, cache, rows, s));
+  }
+  kernels::AttentionRowsArgs a;
+  a.queries = rows;
+  a.pos = p.in.pos;
+  a.ring_row = r.ring_row;
+  a.window = p.window;
+  a.visible = r.visible;
+  a.selected = csa ? b.topk : nullptr;
+  a.top_k = csa ? c.index_topk : 0;
+  a.page_table = r.page;
+  a.pages_per_query = 1;
+  a.page_rows = static_cast<int>(std::max<int64_t>(1, r.rows_per_slot));
+  const int64_t max_rows = p.window + CompressedRowsRead(c, p.in, cache, csa);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  if (p.cpu_order) {
+    // Entries past a query's rows are unpacked too (row 0): the count stays on the device.
+    const int64_t entries = rows * max_rows;
+    DI_CUDA_TRY(static_cast<int>(
+        cudaMemsetAsync(b.row_index, 0, entries * sizeof(int32_t), static_cast<cudaStream_t>(s))));
+    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, s));
+    DI_CUDA_TRY(kernels::UnpackKvRows(cache.pool, entries, b.gathered, s, b.row_index));
+    DI_CUDA_TRY(kernels::SparseAttention(b.q, b.gathered, b.offsets, rows, H, D, L.sinks, scale,
+                                         b.o, s, max_rows));
+  } else {
+    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, s));
+    DI_CUDA_TRY(kernels::MqaDecodeFp8Rows(b.q, cache.pool, b.row_index, b.offsets, rows, H, D,
+                                          L.sinks, scale, max_rows, AttentionSplits(rows),
+                                          b.attn_scratch, b.o, s));
+  }
+  DI_CUDA_TRY(kernels::Rope(b.o, rows, H, D, rd, L.inv_freq, p.in.pos, true, s));
+  // The grouped low-rank output: group g's heads through rows [g * rank, (g + 1) * rank) of wo_a.
+  const int G = c.o_groups;
+  const int64_t rank = c.o_lora_rank, hd = int64_t{H} * D, group_in = hd / G;
+  DI_CUDA_TRY(kernels::QdqFp8Rows(b.o, rows, hd, b.oq, s));
+  for (int g = 0; p.cpu_order && g < G; ++g) {
+    DI_CUDA_TRY(kernels::QuantizedDotCpuOrder(
+        kernels::StoredFormat::kFp8Block128, L.wo_a.data, L.wo_a.scale, g * rank, rank, group_in,
+        b.oq + g * group_in, hd, rows, b.z + g * rank, G * rank, s));
+  }
+  for (int r0 = 0; !p.cpu_order && r0 < rows; r0 += kGemvRows) {
+    DI_CUDA_TRY(kernels::Fp8BlockGemvGrouped(
+        L.wo_a.data, L.wo_a.scale, G, rank, group_in, b.oq + r0 * hd, group_in, hd,
+        std::min(kGemvRows, rows - r0), b.z + r0 * G * rank, rank, G * rank, s));
+  }
+  return Dense(p, L.wo_b, b.z, rows, b.y, s);
+}
+
+int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const int64_t d = c.hidden_size, inter = c.moe_intermediate_size, pairs = int64_t{rows} * K;
+  const float limit = static_cast<float>(c.swiglu_limit);
+  DI_CUDA_TRY(Dense(p, L.gate, b.x, rows, b.gate_logits, s));
+  kernels::RouterParams rp;
+  rp.experts = E;
+  rp.top_k = K;
+  rp.scoring = static_cast<kernels::RouterScoring>(static_cast<int>(c.scoring_func));
+  rp.norm_topk_prob = c.norm_topk_prob;
+  rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
+  DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
+                                   b.route_e, b.route_w, s));
+  const int group_rows = ExpertGroupRows(rows);
+  const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
+  DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
+                                         b.rank, s));
+  // The experts are FP4: their activations go through FP8 (the reference numerics).
+  DI_CUDA_TRY(kernels::QdqFp8Rows(b.x, rows, d, b.xq, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w1, L.s1, inter, d, b.up, capacity, b.xq, b.pair_g,
+                                           b.n_live, s));
+    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w3, L.s3, inter, d, b.up, capacity, b.xq, b.pair_u,
+                                           b.n_live, s));
+    DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
+  } else {
+    DI_CUDA_TRY(kernels::Fp4ExpertGateUp(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity,
+                                         group_rows, limit, b.xq, b.pair_act, s, b.n_live));
+  }
+  DI_CUDA_TRY(kernels::QdqFp8Rows(b.pair_act, pairs, inter, b.pair_act, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w2, L.s2, d, inter, b.down, capacity, b.pair_act,
+                                           b.pair_out, b.n_live, s));
+  } else {
+    DI_CUDA_TRY(kernels::Fp4ExpertGemv(L.w2, L.s2, d, inter, b.down, capacity, group_rows,
+                                       b.pair_act, b.pair_out, s, b.n_live));
+  }
+  if (L.has_shared) {
+    DI_CUDA_TRY(Dense(p, L.shared_w1, b.x, rows, b.sg, s));
+    DI_CUDA_TRY(Dense(p, L.shared_w3, b.x, rows, b.su, s));
+    DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
+    DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
+  }
+  return kernels::CombineExperts(b.pair_out, b.route_e, b.route_w, L.has_shared ? b.hs : nullptr,
+                                 rows, K, d, b.y, s);
+}
+
+}  // namespace
+
+int AttentionSplits(int rows) {
+  return static_cast<int>(std::clamp<int64_t>((264 + 4 * rows - 1) / (4 * rows), 1, 64));
+}
+
+int ExpertGroupRows(int rows) { return rows == 1 ? 1 : rows <= 8 ? 2 : kernels::kExpertGroupRows; }
+
+int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
+                           bool csa) {
+  const int64_t R = in.ratios[c.ratio_index].rows_per_slot;
+  return csa ? std::min<int64_t>(cfg.index_topk, R) : R;
+}
+
+int EnqueueStep(const StepPlan& p, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const DeviceModel& m = *p.model;
+  const StepBuffers& b = p.buf;
+  const int n = c.hc_mult;
+  const int64_t d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
+  DI_CUDA_TRY(kernels::EmbedRows(reinterpret_cast<const uint16_t*>(m.embed.data), p.in.tokens, rows,
+                                 d, n, b.X, s));
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const DeviceLayer& L = m.layers[l];
+    DI_CUDA_TRY(HyperPre(p, L.hc_attn, b.X, rows, s));
+    DI_CUDA_TRY(Norm(p, b.h, L.attn_norm, rows, d, b.x, s));
+    DI_CUDA_TRY(AttentionBlock(p, L, p.caches[l], rows, s));
+    DI_CUDA_TRY(kernels::HyperPost(b.X, b.y, b.post, b.comb, rows, n, d, b.X2, s));
+    DI_CUDA_TRY(HyperPre(p, L.hc_ffn, b.X2, rows, s));
+    DI_CUDA_TRY(Norm(p, b.h, L.ffn_norm, rows, d, b.x, s));
+    DI_CUDA_TRY(MoeBlock(p, L, rows, s));
+    DI_CUDA_TRY(kernels::HyperPost(b.X2, b.y, b.post, b.comb, rows, n, d, b.X, s));
+  }
+  DI_CUDA_TRY(kernels::HyperHead(m.hc_head, b.X, rows, n, d, eps, hc_eps, b.h, s));
+  DI_CUDA_TRY(Norm(p, b.h, m.norm, rows, d, b.x, s));
+  return Dense(p, m.head, b.x, rows, b.logits, s);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,88 @@
+// The device forward's step as a sequence of kernel launches on device buffers only (internal to
+// device_forward.cc): everything a step of `rows` decode tokens reads — token ids, positions,
+// slots and the cache addresses derived from them — sits in one input block the host uploads
+// before the launch, so the same launches replay as a CUDA graph for any step of that size.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/model/config.h"
+#include "kernels/expert_fp4.h"
+
+namespace deepinfer {
+
+/// Per step and row, the addresses in the caches of one compress ratio (every layer of that
+/// ratio has the same layout). Pool rows: the compressed rows of slot s at s * R .. s * R + R - 1,
+/// then the rings, slot s's W rows from (slots + 1) * R + s * W.
+struct RatioInputs {
+  int ratio = 0;
+  int64_t rows_per_slot = 0;     // R: compressed rows a slot holds (max_context / ratio)
+  int64_t* comp_pos = nullptr;   // position of the window's first token (the row's RoPE)
+  int32_t* ring_row = nullptr;   // pool row of the row's ring slot 0
+  int32_t* ring_dest = nullptr;  // pool row its new KV row goes to
+  int32_t* page = nullptr;       // its page of compressed rows (the slot)
+  int32_t* visible = nullptr;    // compressed rows it may see after this step
+  int32_t* comp_dest = nullptr;  // pool row of the row it closes, or -1
+};
+
+struct StepInputs {
+  int32_t* tokens = nullptr;
+  int32_t* slot = nullptr;
+  int64_t* pos = nullptr;
+  int64_t* seg_begin = nullptr;  // 0, 1, ..., rows: one token per sequence
+  std::vector<RatioInputs> ratios;
+};
+
+/// One layer's caches on the device (every slot's, plus a spare slot the padding rows use).
+struct DeviceLayerCache {
+  int ratio_index = 0;                               // into StepInputs::ratios
+  uint8_t* pool = nullptr;                           // 584-byte rows: compressed rows, then rings
+  uint16_t* keys = nullptr;                          // indexer keys, bf16 [slots + 1][R][128]
+  float *comp_kv = nullptr, *comp_gate = nullptr;    // compressor states per slot
+  float *index_kv = nullptr, *index_gate = nullptr;  // the indexer's compressor
+};
+
+/// Activations and scratch, sized for the largest step.
+struct StepBuffers {
+  float *X, *X2, *post, *comb, *h, *x, *xq, *y, *act, *hc_scratch;
+  float *q_lat, *q_res, *q, *kv, *o, *oq, *z;
+  float *comp_kv, *comp_gate, *pooled, *pooled_n;
+  int32_t* emitted;
+  float *iq, *iw, *scores;
+  int32_t* topk;
+  void* topk_ws;
+  int32_t* row_index;
+  int64_t* offsets;
+  float* attn_scratch;
+  float *gathered, *pair_g, *pair_u;  // CPU-order mode only
+  float *gate_logits, *route_w, *pair_act, *pair_out, *sg, *su, *sa, *hs;
+  int32_t *route_e, *rank, *n_live;
+  kernels::ExpertGroup *up, *down;
+  float* logits;
+};
+
+struct StepPlan {
+  const ModelConfig* cfg = nullptr;
+  const DeviceModel* model = nullptr;
+  std::vector<DeviceLayerCache> caches;
+  StepInputs in;
+  StepBuffers buf{};
+  int window = 0;
+  bool cpu_order = false;  // kernels that sum in the CPU's order (bit-exact, slow)
+};
+
+/// Launches one step of `rows` tokens on `stream` (a cudaStream_t); returns the first CUDA error
+/// code (0 on success). No host synchronisation, no allocation: capturable as a graph.
+int EnqueueStep(const StepPlan& plan, int rows, void* stream);
+
+/// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
+int AttentionSplits(int rows);
+/// Rows per expert group at `rows` tokens (kernels/route.h's group_rows).
+int ExpertGroupRows(int rows);
+/// Compressed rows a query of layer `l` reads at most (besides its window).
+int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
+                           bool csa);
+
+}  // namespace deepinfer
