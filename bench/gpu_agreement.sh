@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend against the CPU backend on whole tiny checkpoints: `deepinfer-model logits`
 # with --device cuda and --device cpu, both numerics, prefill in one chunk and decode from position
-# 150; prints the per-position relative error (max, p99) and argmax agreement. Run on the GPU host
+# 150; then the device forward (--forward device, one decode step per token, production and
+# CPU-order kernels) on a checkpoint with the production kernels' shapes against the CPU's prefill.
+# Prints the per-position relative error (max, p99) and argmax agreement. Run on the GPU host
 # (docs/gpu.md): bench/gpu_agreement.sh [BIN_DIR]   (BIN_DIR defaults to the PATH).
 set -euo pipefail
 bin=${1:-}
@@ -34,4 +36,17 @@ for spec in "--seed 11" "--seed 12 --hidden 256" "--seed 13 --hidden 512 --heads
       compare "$work/cuda.npy" "$work/cpu.npy"
     done
   done
+done
+dir="$work/ck"
+rm -rf "$dir"
+kernel_shaped="--seed 14 --hidden 512 --heads 16 --head-dim 512 --rope-dim 64 --q-lora 256 \
+--o-groups 2 --o-lora 256 --window 64 --index-heads 64 --index-head-dim 128 --index-topk 16 \
+--experts 16 --top-k 4 --moe-inter 256"
+model make-tiny --out "$dir" --quantize fp8-fp4 $kernel_shaped >/dev/null
+model logits --model "$dir" --tokens "$tokens" --numerics reference --out "$work/cpu.npy" >/dev/null
+for kernels in production cpu-order; do
+  model logits --model "$dir" --tokens "$tokens" --numerics reference --device cuda \
+    --forward device --kernels "$kernels" --out "$work/cuda.npy" >/dev/null
+  printf '%-32s %-9s %-7s ' "kernel-shaped, seed 14" reference "device forward, $kernels"
+  compare "$work/cuda.npy" "$work/cpu.npy"
 done

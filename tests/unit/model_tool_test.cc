@@ -113,5 +113,21 @@ TEST_F(ModelToolTest, CudaDeviceRunsOrIsAClearError) {
   }
 }
 
+// The device forward runs the reference numerics on the GPU only; anything else is a clear error.
+TEST_F(ModelToolTest, DeviceForwardFlagsAreChecked) {
+  const std::string base = "logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy");
+  ToolRun r = Tool(base + " --forward device");  // --device cpu
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--forward/--kernels need --device cuda"), std::string::npos) << r.out;
+  r = Tool(base + " --device cuda --numerics exact --forward device");
+  EXPECT_NE(r.code, 0);
+  r = Tool(base + " --device cuda --numerics reference --forward device --kernels fast");
+  EXPECT_NE(r.code, 0);
+  if (!std::filesystem::exists("/dev/nvidiactl")) {
+    r = Tool(base + " --device cuda --numerics reference --forward device");
+    EXPECT_NE(r.code, 0);
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "kernels/cuda_available.h"
+#include "tools/model/device_logits.h"
 #include "tools/model/replay_error.h"
 
 namespace deepinfer {
@@ -34,8 +35,10 @@ commands:
       Print the config summary, tensor count, bytes by dtype and parameter count.
   logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) --out FILE.npy
          [--numerics exact|reference] [--decode-from K] [--chunks A,B,...] [--threads N]
-         [--device cpu|cuda] [--mtp-out FILE.npy]
-      Write float32 [n_tokens, vocab] next-token logits for every position.
+         [--device cpu|cuda] [--mtp-out FILE.npy] [--forward model|device]
+         [--kernels production|cpu-order]
+      Write float32 [n_tokens, vocab] next-token logits for every position. --forward device
+      (--device cuda, reference numerics): the device forward, one decode step per token.
   generate --model DIR --tokens 1,2,3 [--max-new N] [--numerics exact|reference] [--threads N]
       Greedy continuation: prefill the prompt, then decode N tokens one at a time; prints ids.
   replay-error --model DIR [--context N] [--decode K] [--tail T] [--seed S]
@@ -249,6 +252,16 @@ Status Logits(const Args& a) {
 
   DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
   for (const auto& w : ck->warnings) spdlog::warn("{}", w);
+  if (a.count("--forward") || a.count("--kernels")) {  // the device forward
+    if (device != "cuda" || numerics != Numerics::kReference || chunks.size() != 1 ||
+        a.count("--mtp-out")) {
+      return InvalidArgument(
+          "--forward/--kernels need --device cuda and --numerics reference, "
+          "and take no --chunks, --decode-from or --mtp-out");
+    }
+    DI_ASSIGN_OR_RETURN(auto out, DeviceForwardLogits(*ck, tokens, a));
+    return WriteNpy(a.at("--out"), out.data(), {n, ck->config.vocab_size});
+  }
   std::unique_ptr<Backend> backend;
   if (device == "cuda") {
     auto cuda = MakeCudaBackend(0);
@@ -351,10 +364,11 @@ int Main(int argc, char** argv) {
     auto a = ParseArgs(argc, argv, 2, {"--model"}, {});
     st = a.ok() ? Inspect(*a) : a.status();
   } else if (cmd == "logits") {
-    auto a = ParseArgs(argc, argv, 2,
-                       {"--model", "--tokens", "--tokens-file", "--out", "--numerics",
-                        "--decode-from", "--chunks", "--threads", "--device", "--mtp-out"},
-                       {});
+    auto a =
+        ParseArgs(argc, argv, 2,
+                  {"--model", "--tokens", "--tokens-file", "--out", "--numerics", "--decode-from",
+                   "--chunks", "--threads", "--device", "--mtp-out", "--forward", "--kernels"},
+                  {});
     st = a.ok() ? Logits(*a) : a.status();
   } else if (cmd == "generate") {
     auto a = ParseArgs(argc, argv, 2,

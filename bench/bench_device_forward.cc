@@ -1,0 +1,141 @@
+// bench_device_forward: decode steps of the device forward (engine/backend/cuda/device_forward.h)
+// on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read.
+//   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
+// Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
+// Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
+// (dense weights in their formats, the experts uniform routing touches, cache rows and indexer
+// keys) and that against 4.3 TB/s.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/device_forward.h"
+#include "engine/model/weights.h"
+
+namespace {
+
+using deepinfer::AttentionWeights;
+using deepinfer::AttnType;
+using deepinfer::Checkpoint;
+using deepinfer::DeviceForward;
+using deepinfer::DeviceForwardOptions;
+using deepinfer::FfnWeights;
+using deepinfer::LayerWeights;
+using deepinfer::LinearWeight;
+using deepinfer::ModelConfig;
+using deepinfer::Status;
+
+constexpr double kHbmBytesPerS = 4.3e12;
+
+// Bytes one step of `batch` tokens at `context` must read.
+double StepBytes(const Checkpoint& ck, int batch, int64_t context) {
+  const ModelConfig& c = ck.config;
+  double bytes = static_cast<double>(ck.weights.head.bytes());
+  for (const LayerWeights& L : ck.weights.layers) {
+    const AttentionWeights& a = L.attn;
+    for (const LinearWeight* w : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &L.ffn.gate})
+      bytes += w->bytes();
+    if (a.has_compressor) bytes += a.compressor.wkv.bytes() + a.compressor.wgate.bytes();
+    if (a.has_indexer) {
+      bytes += a.index_wq_b.bytes() + a.index_weights_proj.bytes() +
+               a.index_compressor.wkv.bytes() + a.index_compressor.wgate.bytes();
+      bytes += batch * (context / 4.0) * c.index_head_dim * 2;  // bf16 keys
+    }
+    if (L.ffn.has_shared) {
+      bytes += L.ffn.shared.w1.bytes() + L.ffn.shared.w2.bytes() + L.ffn.shared.w3.bytes();
+    }
+    const FfnWeights& e = L.ffn.experts[0];
+    const double expert = e.w1.bytes() * 1.0625 + e.w2.bytes() * 1.0625 + e.w3.bytes() * 1.0625;
+    const double E = c.n_routed_experts;
+    bytes += expert * E * (1.0 - std::pow(1.0 - 1.0 / E, batch * c.num_experts_per_tok));
+    const double rows = std::min<int64_t>(context, c.sliding_window) +
+                        (L.type == AttnType::kCsa   ? std::min<int64_t>(c.index_topk, context / 4)
+                         : L.type == AttnType::kHca ? context / L.ratio
+                                                    : 0);
+    bytes += batch * rows * 584.0;
+  }
+  return bytes;
+}
+
+std::vector<int> ParseList(const char* s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) v.push_back(std::atoi(item.c_str()));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model;
+  std::vector<int> batches = {1, 8, 32};
+  int64_t context = 2048;
+  int steps = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    if (!std::strcmp(argv[i], "--batches")) batches = ParseList(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--context")) context = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+  }
+  if (model.empty()) {
+    std::fprintf(stderr,
+                 "usage: bench_device_forward --model DIR [--batches 1,8,32] "
+                 "[--context 2048] [--steps 64]\n");
+    return 2;
+  }
+  auto ck = deepinfer::LoadCheckpoint(model);
+  if (!ck.ok()) {
+    std::fprintf(stderr, "%s\n", ck.status().ToString().c_str());
+    return 1;
+  }
+  const int64_t V = (*ck)->config.vocab_size;
+  for (int batch : batches) {
+    for (bool graphs : {true, false}) {
+      DeviceForwardOptions opt;
+      opt.max_batch = batch;
+      opt.slots = batch;
+      opt.max_context = (context + steps + 127) / 128 * 128;
+      opt.graphs = graphs;
+      auto dev = DeviceForward::Create(**ck, opt);
+      if (!dev.ok()) {
+        std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
+        return 1;
+      }
+      std::vector<int32_t> slots(batch), tokens(batch);
+      std::vector<float> logits(batch * V);
+      for (int b = 0; b < batch; ++b) slots[b] = b;
+      auto step = [&](int64_t t) {
+        for (int b = 0; b < batch; ++b) tokens[b] = static_cast<int32_t>((37 * t + 11 * b) % V);
+        const Status st = (*dev)->Step(slots, tokens, logits.data());
+        if (!st.ok()) {
+          std::fprintf(stderr, "%s\n", st.ToString().c_str());
+          std::exit(1);
+        }
+      };
+      for (int64_t t = 0; t < context; ++t) step(t);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int t = 0; t < steps; ++t) step(context + t);
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          steps;
+      const double bytes = StepBytes(**ck, batch, context + steps / 2);
+      std::printf(
+          "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
+          "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
+          "\"of_floor\": %.3f, \"device_mib\": %zu}\n",
+          batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
+          bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
+          (*dev)->device_bytes() >> 20);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
