@@ -19,6 +19,7 @@
 #include "engine/backend/cuda/device_forward.h"
 #include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
+#include "engine/sampling/sampler.h"
 #include "kernels/cuda_available.h"
 #include "tests/unit/test_util.h"
 
@@ -185,6 +186,118 @@ TEST(DeviceForwardTest, BadInputChangesNothing) {
     ASSERT_TRUE((*dev)->Step({&slots[0], 1}, {&toks[0], 1}, again.data()).ok());
   EXPECT_EQ((*dev)->Step({&slots[0], 1}, {&toks[0], 1}, again.data()).code(),
             ErrorCode::kInvalidArgument);
+}
+
+// Steps of more than kGemvMaxRows rows take the tensor cores (cuBLASLt's FP8 GEMM, the MXFP4 mma
+// experts): twelve sequences against the CPU forward. Hopper's FP8 tensor cores accumulate with
+// fewer bits than fp32 (1e-4-level differences from the first position), so the FP8 flips of the
+// reference numerics come sooner than above; 70-85 % argmax agreement is what this random model
+// shows (H200, 2026-11-30), and a wrong layout or scale would leave next to none.
+TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir;
+  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(ck.ok());
+  const int64_t V = (*ck)->config.vocab_size;
+  constexpr int kSeqs = 12, kLen = 40;
+  DeviceForwardOptions opt;
+  opt.max_batch = kSeqs;
+  opt.slots = kSeqs;
+  opt.max_context = 128;
+  auto dev = DeviceForward::Create(**ck, opt);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<std::vector<int32_t>> tokens(kSeqs, std::vector<int32_t>(kLen));
+  for (auto& seq : tokens)
+    for (auto& t : seq) t = static_cast<int32_t>(rng() % V);
+  std::vector<int32_t> slots(kSeqs), toks(kSeqs);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<float> logits(kSeqs * V), got(kSeqs * kLen * V);
+  for (int t = 0; t < kLen; ++t) {
+    for (int s = 0; s < kSeqs; ++s) toks[s] = tokens[s][t];
+    ASSERT_TRUE((*dev)->Step(slots, toks, logits.data()).ok());
+    for (int s = 0; s < kSeqs; ++s) std::copy_n(&logits[s * V], V, &got[(s * kLen + t) * V]);
+  }
+  auto cpu = MakeCpuBackend(4);
+  Model model(**ck, *cpu, Numerics::kReference);
+  Agreement agree;
+  int first_close = 0;  // sequences whose first position agrees to fp32 rounding
+  std::vector<float> want(V);
+  for (int s = 0; s < kSeqs; ++s) {
+    SequenceState seq = model.NewSequence();
+    for (int t = 0; t < kLen; ++t) {
+      ASSERT_TRUE(
+          model.Forward(seq, std::span<const int32_t>(&tokens[s][t], 1), want.data(), nullptr)
+              .ok());
+      agree.Add(&got[(s * kLen + t) * V], want.data(), V);
+      if (t == 0) first_close += agree.rel.back() < 1e-5;
+    }
+  }
+  std::printf(
+      "12-row steps vs CPU: %d positions, worst relative error %.3g, argmax agreement "
+      "%.2f %%, first positions within 1e-5: %d of 12\n",
+      agree.positions, agree.worst_rel, 100.0 * agree.argmax_same / agree.positions, first_close);
+  EXPECT_GE(agree.argmax_same, 0.7 * agree.positions);
+}
+
+// StepSample picks on the device what the CPU sampler picks from Step's logits: two forwards run
+// the same steps (the same kernels, so the same logits), one returning logits, one tokens, under
+// greedy, nucleus and top-k sampling, one row with a grammar mask; the picks feed the next step.
+TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir;
+  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(ck.ok());
+  const int32_t V = (*ck)->config.vocab_size;
+  const int64_t words = (V + 31) / 32;
+  DeviceForwardOptions opt;
+  opt.max_batch = 3;
+  opt.slots = 3;
+  opt.max_context = 128;
+  auto with_logits = DeviceForward::Create(**ck, opt);
+  auto with_tokens = DeviceForward::Create(**ck, opt);
+  ASSERT_TRUE(with_logits.ok() && with_tokens.ok());
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<int32_t> slots = {1, 2, 0};
+  std::vector<int32_t> toks = {3, 5, 7}, next(3);
+  std::vector<float> logits(3 * V);
+  std::vector<uint32_t> mask(3 * words, ~0u);
+  std::vector<int32_t> scratch;
+  for (int step = 0; step < 24; ++step) {
+    for (int64_t w = 0; w < words; ++w) mask[2 * words + w] = static_cast<uint32_t>(rng());
+    mask[2 * words] |= 1u;
+    std::vector<kernels::SampleParams> params(3);
+    params[0].temperature = 0.0f;
+    params[1].temperature = 0.8f;
+    params[1].top_p = 0.9f;
+    params[2].temperature = 1.3f;
+    params[2].top_k = 20;
+    for (int r = 0; r < 3; ++r) {
+      params[r].seed = 1234 + r;
+      params[r].stream = r;
+      params[r].position = step;
+    }
+    ASSERT_TRUE((*with_logits)->Step(slots, toks, logits.data()).ok());
+    ASSERT_TRUE((*with_tokens)->StepSample(slots, toks, params, mask.data(), next.data()).ok());
+    for (int r = 0; r < 3; ++r) {
+      std::vector<float> row(&logits[r * V], &logits[(r + 1) * V]);
+      for (int32_t i = 0; i < V; ++i) {
+        if (!((mask[r * words + i / 32] >> (i % 32)) & 1u)) row[i] = -INFINITY;
+      }
+      SamplingConfig cfg;
+      cfg.temperature = params[r].temperature;
+      cfg.top_p = params[r].top_p;
+      cfg.top_k = params[r].top_k;
+      cfg.seed = params[r].seed;
+      EXPECT_EQ(next[r],
+                SampleToken(row.data(), V, cfg, params[r].stream, params[r].position, scratch))
+          << "step " << step << " row " << r;
+    }
+    toks = next;
+  }
+  EXPECT_EQ((*with_tokens)->length(0), 24);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ class DeviceForwardImpl final : public DeviceForward {
   ~DeviceForwardImpl() override {
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
+    if (host_sample_) cudaFreeHost(host_sample_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -55,9 +57,14 @@ class DeviceForwardImpl final : public DeviceForward {
     plan_.model = &model_;
     plan_.window = c.sliding_window;
     plan_.cpu_order = opt_.cpu_order;
+    if (opt_.max_batch > kGemvMaxRows && !opt_.cpu_order) {
+      DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
+      plan_.gemm = &gemm_;
+    }
     DI_RETURN_IF_ERROR(AllocInputs());
     DI_RETURN_IF_ERROR(AllocCaches());
-    DI_RETURN_IF_ERROR(AllocBuffers());
+    DI_RETURN_IF_ERROR(AllocStepBuffers(plan_, opt_.max_batch, mem_, &plan_.buf));
+    DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
     for (int s = 0; s <= opt_.slots; ++s) DI_RETURN_IF_ERROR(ResetSlotState(s));
     for (int b = 1;; b = std::min(2 * b, opt_.max_batch)) {
@@ -90,6 +97,53 @@ class DeviceForwardImpl final : public DeviceForward {
 
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
               float* logits) override {
+    DI_RETURN_IF_ERROR(Launch(slots, tokens));
+    const int64_t rows = static_cast<int64_t>(slots.size()), V = ck_.config.vocab_size;
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(logits, plan_.buf.logits, rows * V * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream_),
+                   "logits"));
+    return Finish(slots);
+  }
+
+  Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                    std::span<const kernels::SampleParams> params, const uint32_t* bitmask,
+                    int32_t* next) override {
+    const int64_t rows = static_cast<int64_t>(slots.size());
+    if (params.size() != slots.size()) return InvalidArgument("one sampling config per slot");
+    for (const kernels::SampleParams& p : params) {
+      if (!(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+        return InvalidArgument("top_p must be in (0, 1], min_p in [0, 1]");
+      }
+    }
+    DI_RETURN_IF_ERROR(Launch(slots, tokens));
+    if (rows == 0) return Status::Ok();
+    const int64_t words = (ck_.config.vocab_size + 31) / 32;
+    std::memcpy(host_params_, params.data(), rows * sizeof(kernels::SampleParams));
+    if (bitmask) std::memcpy(host_mask_, bitmask, rows * words * sizeof(uint32_t));
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),
+                                   cudaMemcpyHostToDevice, stream_),
+                   "sampling params"));
+    if (bitmask) {
+      DI_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(dev_mask_, host_mask_, rows * words * sizeof(uint32_t),
+                                     cudaMemcpyHostToDevice, stream_),
+                     "grammar mask"));
+    }
+    DI_RETURN_IF_ERROR(KernelStatus(
+        kernels::SampleRows(sampler_, plan_.buf.logits, rows, ck_.config.vocab_size,
+                            bitmask ? dev_mask_ : nullptr, dev_params_, dev_next_, stream_),
+        "sampling"));
+    DI_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(next, dev_next_, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+        "sampled tokens"));
+    return Finish(slots);
+  }
+
+ private:
+  // Checks the step, uploads its inputs and launches it (no synchronisation).
+  Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
     const int rows = static_cast<int>(slots.size());
     if (slots.size() != tokens.size()) return InvalidArgument("one token per slot");
     if (rows == 0) return Status::Ok();
@@ -113,21 +167,30 @@ class DeviceForwardImpl final : public DeviceForward {
     FillInputs(slots, tokens, bucket);
     DI_RETURN_IF_ERROR(Upload());
     if (opt_.graphs) {
-      DI_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph"));
-    } else {
-      DI_RETURN_IF_ERROR(KernelStatus(EnqueueStep(plan_, bucket, stream_), "step"));
+      return CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph");
     }
-    const int64_t V = ck_.config.vocab_size;
-    DI_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(logits, plan_.buf.logits, rows * V * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream_),
-                   "logits"));
+    return KernelStatus(EnqueueStep(plan_, bucket, stream_), "step");
+  }
+  // The step's one synchronisation; then the sequences are one token longer.
+  Status Finish(std::span<const int32_t> slots) {
     DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "step"));
-    for (int i = 0; i < rows; ++i) ++lengths_[slots[i]];
+    for (int32_t s : slots) ++lengths_[s];
     return Status::Ok();
   }
 
- private:
+  Status AllocSampling() {
+    const int64_t B = opt_.max_batch, words = (ck_.config.vocab_size + 31) / 32;
+    sample_bytes_ = B * sizeof(kernels::SampleParams) + B * words * sizeof(uint32_t);
+    DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(sample_bytes_));
+    DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_sample_, sample_bytes_), "cudaMallocHost"));
+    dev_params_ = static_cast<kernels::SampleParams*>(dev);
+    dev_mask_ = reinterpret_cast<uint32_t*>(dev_params_ + B);
+    host_params_ = static_cast<kernels::SampleParams*>(host_sample_);
+    host_mask_ = reinterpret_cast<uint32_t*>(host_params_ + B);
+    DI_ASSIGN_OR_RETURN(dev_next_, mem_.Take<int32_t>(B));
+    return KernelStatus(sampler_.Reserve(B, ck_.config.vocab_size), "sampler workspace");
+  }
+
   // The input block: int64 arrays first (pos, seg_begin, per ratio comp_pos), then int32 ones.
   Status AllocInputs() {
     std::vector<int> ratios;
@@ -192,78 +255,6 @@ class DeviceForwardImpl final : public DeviceForward {
       plan_.caches.push_back(cache);
     }
     return Status::Ok();
-  }
-
-  Status AllocBuffers() {
-    const ModelConfig& c = ck_.config;
-    const int64_t B = opt_.max_batch, n = c.hc_mult, d = c.hidden_size, S = n * d;
-    const int64_t qr = c.q_lora_rank, HD = int64_t{c.num_heads} * c.head_dim;
-    const int64_t Z = int64_t{c.o_groups} * c.o_lora_rank, K = c.num_experts_per_tok;
-    const int64_t inter = c.moe_intermediate_size, E = c.n_routed_experts;
-    int64_t shared_inter = 1, keys = 1, comp_read = 0;
-    size_t topk_ws = 16;
-    int64_t attn_scratch = 0, groups = 1;
-    for (size_t l = 0; l < model_.layers.size(); ++l) {
-      const DeviceLayer& L = model_.layers[l];
-      if (L.has_shared) shared_inter = std::max(shared_inter, L.shared_w1.out);
-      const bool csa = L.type == AttnType::kCsa;
-      const int64_t R = plan_.in.ratios[plan_.caches[l].ratio_index].rows_per_slot;
-      if (csa) keys = std::max(keys, R);
-      comp_read = std::max(comp_read, CompressedRowsRead(c, plan_.in, plan_.caches[l], csa));
-    }
-    for (int64_t b = 1; b <= B; ++b) {
-      if (c.index_topk > 0) {
-        topk_ws = std::max(topk_ws, kernels::RowTopKWorkspace(b, keys, c.index_topk));
-      }
-      attn_scratch = std::max(
-          attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
-      groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
-    }
-    const int64_t max_in = std::max({d, qr, HD, Z, inter, shared_inter});
-    StepBuffers& b = plan_.buf;
-    auto f = [&](float** p, int64_t count) -> Status {
-      DI_ASSIGN_OR_RETURN(*p, mem_.Take<float>(std::max<int64_t>(count, 1)));
-      return Status::Ok();
-    };
-    auto i32 = [&](int32_t** p, int64_t count) -> Status {
-      DI_ASSIGN_OR_RETURN(*p, mem_.Take<int32_t>(std::max<int64_t>(count, 1)));
-      return Status::Ok();
-    };
-    for (float** p : {&b.X, &b.X2}) DI_RETURN_IF_ERROR(f(p, B * S));
-    for (float** p : {&b.h, &b.x, &b.xq, &b.y, &b.hs}) DI_RETURN_IF_ERROR(f(p, B * d));
-    DI_RETURN_IF_ERROR(f(&b.post, B * n));
-    DI_RETURN_IF_ERROR(f(&b.comb, B * n * n));
-    DI_RETURN_IF_ERROR(f(&b.hc_scratch, B * ((2 + n) * n + 1) * kernels::kHyperSlices));
-    DI_RETURN_IF_ERROR(f(&b.act, B * max_in));
-    for (float** p : {&b.q_lat, &b.q_res}) DI_RETURN_IF_ERROR(f(p, B * qr));
-    for (float** p : {&b.q, &b.o, &b.oq}) DI_RETURN_IF_ERROR(f(p, B * HD));
-    DI_RETURN_IF_ERROR(f(&b.kv, B * c.head_dim));
-    DI_RETURN_IF_ERROR(f(&b.z, B * Z));
-    for (float** p : {&b.comp_kv, &b.comp_gate}) DI_RETURN_IF_ERROR(f(p, B * 2 * c.head_dim));
-    for (float** p : {&b.pooled, &b.pooled_n}) DI_RETURN_IF_ERROR(f(p, B * c.head_dim));
-    DI_RETURN_IF_ERROR(i32(&b.emitted, B));
-    DI_RETURN_IF_ERROR(f(&b.iq, B * c.index_n_heads * c.index_head_dim));
-    DI_RETURN_IF_ERROR(f(&b.iw, B * c.index_n_heads));
-    DI_RETURN_IF_ERROR(f(&b.scores, B * keys));
-    DI_RETURN_IF_ERROR(i32(&b.topk, B * std::max(1, c.index_topk)));
-    DI_ASSIGN_OR_RETURN(b.topk_ws, mem_.Alloc(topk_ws));
-    DI_RETURN_IF_ERROR(i32(&b.row_index, B * (c.sliding_window + comp_read)));
-    DI_ASSIGN_OR_RETURN(b.offsets, mem_.Take<int64_t>(B + 1));
-    DI_RETURN_IF_ERROR(f(&b.attn_scratch, attn_scratch));
-    DI_RETURN_IF_ERROR(f(&b.gate_logits, B * E));
-    DI_RETURN_IF_ERROR(f(&b.route_w, B * K));
-    for (int32_t** p : {&b.route_e, &b.rank}) DI_RETURN_IF_ERROR(i32(p, B * K));
-    DI_RETURN_IF_ERROR(i32(&b.n_live, 1));
-    DI_ASSIGN_OR_RETURN(b.up, mem_.Take<kernels::ExpertGroup>(groups));
-    DI_ASSIGN_OR_RETURN(b.down, mem_.Take<kernels::ExpertGroup>(groups));
-    DI_RETURN_IF_ERROR(f(&b.pair_act, B * K * inter));
-    DI_RETURN_IF_ERROR(f(&b.pair_out, B * K * d));
-    for (float** p : {&b.sg, &b.su, &b.sa}) DI_RETURN_IF_ERROR(f(p, B * shared_inter));
-    if (opt_.cpu_order) {
-      DI_RETURN_IF_ERROR(f(&b.gathered, B * (c.sliding_window + comp_read) * c.head_dim));
-      for (float** p : {&b.pair_g, &b.pair_u}) DI_RETURN_IF_ERROR(f(p, B * K * inter));
-    }
-    return f(&b.logits, B * c.vocab_size);
   }
 
   // Compressor states of a fresh sequence: kv 0, gate -inf (an empty window weighs nothing).
@@ -341,6 +332,13 @@ class DeviceForwardImpl final : public DeviceForward {
   void* host_in_ = nullptr;
   size_t in_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  kernels::Fp8GemmContext gemm_;
+  kernels::SamplerWorkspace sampler_;
+  void* host_sample_ = nullptr;  // pinned: params, then mask words
+  size_t sample_bytes_ = 0;
+  kernels::SampleParams *host_params_ = nullptr, *dev_params_ = nullptr;
+  uint32_t *host_mask_ = nullptr, *dev_mask_ = nullptr;
+  int32_t* dev_next_ = nullptr;
   std::vector<int64_t> lengths_;
   std::vector<int> buckets_;
   std::map<int, cudaGraphExec_t> graphs_;

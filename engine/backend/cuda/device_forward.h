@@ -12,6 +12,7 @@
 
 #include "engine/common/status.h"
 #include "engine/model/weights.h"
+#include "kernels/sampling.h"
 
 namespace deepinfer {
 
@@ -43,6 +44,14 @@ class DeviceForward {
   /// logits to logits[i * vocab ..]. Bad input (slot, token id, a full sequence) changes nothing.
   virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                       float* logits) = 0;
+  /// As Step, but picks each row's next token on the device — SampleToken's pick (kernels/
+  /// sampling.h) with params[i], after the grammar mask (host words [rows, ceil(vocab / 32)], bit
+  /// i % 32 of word i / 32 allows token i; null: none) — and returns only the tokens in next[i]:
+  /// the step's one synchronisation copies `rows` ids. Logit processors (penalties, biases) are
+  /// not applied here: requests with them take Step and the host sampler.
+  virtual Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                            std::span<const kernels::SampleParams> params, const uint32_t* bitmask,
+                            int32_t* next) = 0;
   /// Device memory held: weights, caches, activations.
   virtual size_t device_bytes() const = 0;
 };

@@ -38,6 +38,11 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
     DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
     x = p.buf.act;
   }
+  if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {
+    DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
+    return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
+                                 p.buf.act8_scale, rows, y, s);
+  }
   if (p.cpu_order) {
     const auto f = fp8 ? kernels::StoredFormat::kFp8Block128 : kernels::StoredFormat::kBf16;
     return kernels::QuantizedDotCpuOrder(f, w.data, w.scale, 0, w.out, w.in, x, w.in, rows, y,
@@ -187,26 +192,15 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   return Dense(p, L.wo_b, b.z, rows, b.y, s);
 }
 
-int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
+// The routed experts on CUDA cores (1 or 2 rows a group, or the CPU's order): activations
+// rounded through FP8 as the reference numerics do, fp32 sums.
+int CudaCoreExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, int group_rows,
+                    void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
-  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
-  const int64_t d = c.hidden_size, inter = c.moe_intermediate_size, pairs = int64_t{rows} * K;
+  const int64_t d = c.hidden_size, inter = c.moe_intermediate_size;
+  const int64_t pairs = int64_t{rows} * c.num_experts_per_tok;
   const float limit = static_cast<float>(c.swiglu_limit);
-  DI_CUDA_TRY(Dense(p, L.gate, b.x, rows, b.gate_logits, s));
-  kernels::RouterParams rp;
-  rp.experts = E;
-  rp.top_k = K;
-  rp.scoring = static_cast<kernels::RouterScoring>(static_cast<int>(c.scoring_func));
-  rp.norm_topk_prob = c.norm_topk_prob;
-  rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
-  DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
-                                   b.route_e, b.route_w, s));
-  const int group_rows = ExpertGroupRows(rows);
-  const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
-  DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
-                                         b.rank, s));
-  // The experts are FP4: their activations go through FP8 (the reference numerics).
   DI_CUDA_TRY(kernels::QdqFp8Rows(b.x, rows, d, b.xq, s));
   if (p.cpu_order) {
     DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w1, L.s1, inter, d, b.up, capacity, b.xq, b.pair_g,
@@ -225,6 +219,53 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   } else {
     DI_CUDA_TRY(kernels::Fp4ExpertGemv(L.w2, L.s2, d, inter, b.down, capacity, group_rows,
                                        b.pair_act, b.pair_out, s, b.n_live));
+  }
+  return 0;
+}
+
+// The routed experts on tensor cores (groups of up to 8 rows): e4m3 activations with their
+// block scales, the same values the reference numerics round to.
+int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const int64_t d = c.hidden_size, inter = c.moe_intermediate_size;
+  const int64_t pairs = int64_t{rows} * c.num_experts_per_tok;
+  const float limit = static_cast<float>(c.swiglu_limit);
+  const int64_t rows_padded = kernels::Fp8GemmPaddedRows(rows);
+  DI_CUDA_TRY(kernels::QuantizeActFp8(b.x, rows, d, b.act8, b.act8_scale, s));
+  DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w1, L.s1, inter, d, b.up, capacity, b.act8, b.act8_scale,
+                                    rows_padded, b.pair_g, s, b.n_live));
+  DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w3, L.s3, inter, d, b.up, capacity, b.act8, b.act8_scale,
+                                    rows_padded, b.pair_u, s, b.n_live));
+  DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
+  DI_CUDA_TRY(kernels::QuantizeActFp8(b.pair_act, pairs, inter, b.pair8, b.pair8_scale, s));
+  return kernels::Fp4ExpertMma(L.w2, L.s2, d, inter, b.down, capacity, b.pair8, b.pair8_scale,
+                               kernels::Fp8GemmPaddedRows(pairs), b.pair_out, s, b.n_live);
+}
+
+int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const int64_t d = c.hidden_size, pairs = int64_t{rows} * K;
+  const float limit = static_cast<float>(c.swiglu_limit);
+  DI_CUDA_TRY(Dense(p, L.gate, b.x, rows, b.gate_logits, s));
+  kernels::RouterParams rp;
+  rp.experts = E;
+  rp.top_k = K;
+  rp.scoring = static_cast<kernels::RouterScoring>(static_cast<int>(c.scoring_func));
+  rp.norm_topk_prob = c.norm_topk_prob;
+  rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
+  DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
+                                   b.route_e, b.route_w, s));
+  const int group_rows = ExpertGroupRows(rows);
+  const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
+  DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
+                                         b.rank, s));
+  if (!p.cpu_order && group_rows > 2) {
+    DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
+  } else {
+    DI_CUDA_TRY(CudaCoreExperts(p, L, rows, capacity, group_rows, s));
   }
   if (L.has_shared) {
     DI_CUDA_TRY(Dense(p, L.shared_w1, b.x, rows, b.sg, s));

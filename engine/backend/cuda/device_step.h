@@ -10,6 +10,7 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/model/config.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/gemm_fp8.h"
 
 namespace deepinfer {
 
@@ -56,7 +57,10 @@ struct StepBuffers {
   int32_t* row_index;
   int64_t* offsets;
   float* attn_scratch;
-  float *gathered, *pair_g, *pair_u;  // CPU-order mode only
+  float *gathered, *pair_g, *pair_u;  // CPU-order mode and the tensor-core experts
+  // Batches above kGemvMaxRows: activations in e4m3 with their scales for the tensor cores.
+  uint8_t *act8, *pair8;
+  float *act8_scale, *pair8_scale;
   float *gate_logits, *route_w, *pair_act, *pair_out, *sg, *su, *sa, *hs;
   int32_t *route_e, *rank, *n_live;
   kernels::ExpertGroup *up, *down;
@@ -70,8 +74,17 @@ struct StepPlan {
   StepInputs in;
   StepBuffers buf{};
   int window = 0;
-  bool cpu_order = false;  // kernels that sum in the CPU's order (bit-exact, slow)
+  bool cpu_order = false;                   // kernels that sum in the CPU's order (bit-exact, slow)
+  kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
 };
+
+/// Rows up to which dense FP8 products take the GEMV (and experts the CUDA-core kernels); above,
+/// the tensor cores (cuBLASLt's block-scaled FP8 GEMM, the MXFP4 mma kernel).
+constexpr int kGemvMaxRows = 8;
+
+/// Allocates `out` from `mem` for steps of up to max_batch rows of `plan` (its caches and inputs
+/// already set up).
+Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out);
 
 /// Launches one step of `rows` tokens on `stream` (a cudaStream_t); returns the first CUDA error
 /// code (0 on success). No host synchronisation, no allocation: capturable as a graph.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/model/rope.h"
+#include "kernels/gemm_fp8.h"
 #include "kernels/kv_row.h"
 
 namespace deepinfer {
@@ -102,7 +103,7 @@ class Uploader {
 
  private:
   Result<DeviceLinear> Copy(const LinearWeight& w) {
-    DeviceLinear d{w.format, w.out, w.in, nullptr, nullptr};
+    DeviceLinear d{w.format, w.out, w.in, nullptr, nullptr, nullptr};
     DI_ASSIGN_OR_RETURN(void* data, mem_.Upload(w.data, w.bytes()));
     d.data = static_cast<const uint8_t*>(data);
     if (w.quantized()) {
@@ -111,6 +112,14 @@ class Uploader {
                                 : static_cast<size_t>(w.out * (w.in / 32));
       DI_ASSIGN_OR_RETURN(void* s, mem_.Upload(w.scale, scales));
       d.scale = static_cast<const uint8_t*>(s);
+    }
+    if (w.format == WeightFormat::kFp8Block) {  // for batches the GEMM takes (kernels/gemm_fp8.h)
+      DI_ASSIGN_OR_RETURN(float* f, mem_.Take<float>(kernels::Fp8WeightScaleCount(w.out, w.in)));
+      const int rc = kernels::Fp8WeightScalesToF32(d.scale, w.out, w.in, f, nullptr);
+      if (rc != 0 || cudaDeviceSynchronize() != cudaSuccess) {
+        return Internal("device forward: converting " + w.name + "'s scales failed");
+      }
+      d.scale_f32 = f;
     }
     return d;
   }
@@ -156,7 +165,7 @@ Status UploadModel(const Checkpoint& ck, DeviceMemory& mem, DeviceModel* out) {
   }
   Uploader up(c, mem);
   DeviceModel m;
-  m.embed = {w.embed.format, w.embed.out, w.embed.in, nullptr, nullptr};
+  m.embed = {w.embed.format, w.embed.out, w.embed.in, nullptr, nullptr, nullptr};
   DI_ASSIGN_OR_RETURN(void* embed, mem.Upload(w.embed.data, w.embed.bytes()));
   m.embed.data = static_cast<const uint8_t*>(embed);
   DI_ASSIGN_OR_RETURN(m.head, up.Dense(w.head));

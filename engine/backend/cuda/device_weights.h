@@ -44,7 +44,8 @@ struct DeviceLinear {
   WeightFormat format = WeightFormat::kBF16;
   int64_t out = 0, in = 0;
   const uint8_t* data = nullptr;
-  const uint8_t* scale = nullptr;  // FP8: e8m0 [out / 128, in / 128]; FP4: e8m0 [out, in / 32]
+  const uint8_t* scale = nullptr;    // FP8: e8m0 [out / 128, in / 128]; FP4: e8m0 [out, in / 32]
+  const float* scale_f32 = nullptr;  // FP8: the scales as the tensor-core GEMM reads them
 };
 
 struct DeviceCompressor {

@@ -1,0 +1,96 @@
+// The device forward's activations and scratch (engine/backend/cuda/device_step.h), sized once
+// for its largest batch bucket: nothing is allocated while it runs.
+#include <algorithm>
+
+#include "engine/backend/cuda/device_step.h"
+#include "kernels/mqa_decode.h"
+#include "kernels/norm_fast.h"
+#include "kernels/route.h"
+#include "kernels/topk.h"
+
+namespace deepinfer {
+
+Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out) {
+  const ModelConfig& c = *plan.cfg;
+  // Row buffers hold the GEMM's padded row count (kernels/gemm_fp8.h writes the padding rows).
+  const int64_t B = kernels::Fp8GemmPaddedRows(max_batch), n = c.hc_mult, d = c.hidden_size,
+                S = n * d;
+  const int64_t qr = c.q_lora_rank, HD = int64_t{c.num_heads} * c.head_dim;
+  const int64_t Z = int64_t{c.o_groups} * c.o_lora_rank, K = c.num_experts_per_tok;
+  const int64_t inter = c.moe_intermediate_size, E = c.n_routed_experts;
+  int64_t shared_inter = 1, keys = 1, comp_read = 0;
+  size_t topk_ws = 16;
+  int64_t attn_scratch = 0, groups = 1;
+  for (size_t l = 0; l < plan.model->layers.size(); ++l) {
+    const DeviceLayer& L = plan.model->layers[l];
+    if (L.has_shared) shared_inter = std::max(shared_inter, L.shared_w1.out);
+    const bool csa = L.type == AttnType::kCsa;
+    const int64_t R = plan.in.ratios[plan.caches[l].ratio_index].rows_per_slot;
+    if (csa) keys = std::max(keys, R);
+    comp_read = std::max(comp_read, CompressedRowsRead(c, plan.in, plan.caches[l], csa));
+  }
+  for (int64_t b = 1; b <= max_batch; ++b) {
+    if (c.index_topk > 0) {
+      topk_ws = std::max(topk_ws, kernels::RowTopKWorkspace(b, keys, c.index_topk));
+    }
+    attn_scratch = std::max(
+        attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
+    groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
+  }
+  const int64_t max_in = std::max({d, qr, HD, Z, inter, shared_inter});
+  StepBuffers& b = *out;
+  auto f = [&](float** p, int64_t count) -> Status {
+    DI_ASSIGN_OR_RETURN(*p, mem.Take<float>(std::max<int64_t>(count, 1)));
+    return Status::Ok();
+  };
+  auto i32 = [&](int32_t** p, int64_t count) -> Status {
+    DI_ASSIGN_OR_RETURN(*p, mem.Take<int32_t>(std::max<int64_t>(count, 1)));
+    return Status::Ok();
+  };
+  for (float** p : {&b.X, &b.X2}) DI_RETURN_IF_ERROR(f(p, B * S));
+  for (float** p : {&b.h, &b.x, &b.xq, &b.y, &b.hs}) DI_RETURN_IF_ERROR(f(p, B * d));
+  DI_RETURN_IF_ERROR(f(&b.post, B * n));
+  DI_RETURN_IF_ERROR(f(&b.comb, B * n * n));
+  DI_RETURN_IF_ERROR(f(&b.hc_scratch, B * ((2 + n) * n + 1) * kernels::kHyperSlices));
+  DI_RETURN_IF_ERROR(f(&b.act, B * max_in));
+  for (float** p : {&b.q_lat, &b.q_res}) DI_RETURN_IF_ERROR(f(p, B * qr));
+  for (float** p : {&b.q, &b.o, &b.oq}) DI_RETURN_IF_ERROR(f(p, B * HD));
+  DI_RETURN_IF_ERROR(f(&b.kv, B * c.head_dim));
+  DI_RETURN_IF_ERROR(f(&b.z, B * Z));
+  for (float** p : {&b.comp_kv, &b.comp_gate}) DI_RETURN_IF_ERROR(f(p, B * 2 * c.head_dim));
+  for (float** p : {&b.pooled, &b.pooled_n}) DI_RETURN_IF_ERROR(f(p, B * c.head_dim));
+  DI_RETURN_IF_ERROR(i32(&b.emitted, B));
+  DI_RETURN_IF_ERROR(f(&b.iq, B * c.index_n_heads * c.index_head_dim));
+  DI_RETURN_IF_ERROR(f(&b.iw, B * c.index_n_heads));
+  DI_RETURN_IF_ERROR(f(&b.scores, B * keys));
+  DI_RETURN_IF_ERROR(i32(&b.topk, B * std::max(1, c.index_topk)));
+  DI_ASSIGN_OR_RETURN(b.topk_ws, mem.Alloc(topk_ws));
+  DI_RETURN_IF_ERROR(i32(&b.row_index, B * (c.sliding_window + comp_read)));
+  DI_ASSIGN_OR_RETURN(b.offsets, mem.Take<int64_t>(B + 1));
+  DI_RETURN_IF_ERROR(f(&b.attn_scratch, attn_scratch));
+  DI_RETURN_IF_ERROR(f(&b.gate_logits, B * E));
+  DI_RETURN_IF_ERROR(f(&b.route_w, B * K));
+  for (int32_t** p : {&b.route_e, &b.rank}) DI_RETURN_IF_ERROR(i32(p, B * K));
+  DI_RETURN_IF_ERROR(i32(&b.n_live, 1));
+  DI_ASSIGN_OR_RETURN(b.up, mem.Take<kernels::ExpertGroup>(groups));
+  DI_ASSIGN_OR_RETURN(b.down, mem.Take<kernels::ExpertGroup>(groups));
+  DI_RETURN_IF_ERROR(f(&b.pair_act, B * K * inter));
+  DI_RETURN_IF_ERROR(f(&b.pair_out, B * K * d));
+  for (float** p : {&b.sg, &b.su, &b.sa}) DI_RETURN_IF_ERROR(f(p, B * shared_inter));
+  if (plan.cpu_order) {
+    DI_RETURN_IF_ERROR(f(&b.gathered, B * (c.sliding_window + comp_read) * c.head_dim));
+  }
+  if (plan.cpu_order || max_batch > kGemvMaxRows) {
+    for (float** p : {&b.pair_g, &b.pair_u}) DI_RETURN_IF_ERROR(f(p, B * K * inter));
+  }
+  if (max_batch > kGemvMaxRows) {
+    const int64_t pairs = kernels::Fp8GemmPaddedRows(int64_t{max_batch} * K);
+    DI_ASSIGN_OR_RETURN(b.act8, mem.Take<uint8_t>(B * max_in));
+    DI_RETURN_IF_ERROR(f(&b.act8_scale, kernels::Fp8ActScaleCount(B, max_in)));
+    DI_ASSIGN_OR_RETURN(b.pair8, mem.Take<uint8_t>(pairs * inter));
+    DI_RETURN_IF_ERROR(f(&b.pair8_scale, kernels::Fp8ActScaleCount(pairs, inter)));
+  }
+  return f(&b.logits, B * c.vocab_size);
+}
+
+}  // namespace deepinfer
