@@ -1,12 +1,15 @@
 // bench_device_forward: decode steps of the device forward (engine/backend/cuda/device_forward.h)
 // on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
+//                        [--max-context N] [--no-eager]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
+// --max-context: the slots' capacity (default: just enough); --no-eager: graphs only.
 // Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
 // (dense weights in their formats, the experts uniform routing touches, cache rows and indexer
 // keys) and that against 4.3 TB/s.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,16 +82,38 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32};
   int64_t context = 2048;
   int steps = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
-    if (!std::strcmp(argv[i], "--batches")) batches = ParseList(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--context")) context = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+  int64_t max_context = 0;
+  bool eager = true;
+  bool bad = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--no-eager") {
+      eager = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      bad = true;
+      break;
+    }
+    const char* value = argv[++i];
+    if (flag == "--max-context") {
+      max_context = std::atoll(value);
+    } else if (flag == "--model") {
+      model = value;
+    } else if (flag == "--batches") {
+      batches = ParseList(value);
+    } else if (flag == "--context") {
+      context = std::atoll(value);
+    } else if (flag == "--steps") {
+      steps = std::atoi(value);
+    } else {
+      bad = true;
+    }
   }
-  if (model.empty()) {
+  if (bad || model.empty() || context < 1 || steps < 1) {
     std::fprintf(stderr,
-                 "usage: bench_device_forward --model DIR [--batches 1,8,32] "
-                 "[--context 2048] [--steps 64]\n");
+                 "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
+                 "[--steps 64] [--max-context N] [--no-eager]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -99,10 +124,11 @@ int main(int argc, char** argv) {
   const int64_t V = (*ck)->config.vocab_size;
   for (int batch : batches) {
     for (bool graphs : {true, false}) {
+      if (!graphs && !eager) continue;
       DeviceForwardOptions opt;
       opt.max_batch = batch;
       opt.slots = batch;
-      opt.max_context = (context + steps + 127) / 128 * 128;
+      opt.max_context = (std::max(max_context, context + steps) + 127) / 128 * 128;
       opt.graphs = graphs;
       auto dev = DeviceForward::Create(**ck, opt);
       if (!dev.ok()) {
@@ -130,10 +156,10 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
-          "\"of_floor\": %.3f, \"device_mib\": %zu}\n",
+          "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
-          (*dev)->device_bytes() >> 20);
+          (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context));
       std::fflush(stdout);
     }
   }

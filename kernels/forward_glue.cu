@@ -65,8 +65,9 @@ __device__ float RoundE2M1(float q) {
 }
 
 // One warp per row of dim <= 128 values, in shared memory for the butterflies.
-__global__ void HadamardFp4Kernel(const float* __restrict__ x, int64_t rows, int dim,
-                                  const int32_t* __restrict__ dest, float* __restrict__ out_f32,
+// x and out_f32 may alias (in place): a row is read whole before any of it is written.
+__global__ void HadamardFp4Kernel(const float* x, int64_t rows, int dim,
+                                  const int32_t* __restrict__ dest, float* out_f32,
                                   uint16_t* __restrict__ out_bf16) {
   __shared__ float buf[kWarps][128];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

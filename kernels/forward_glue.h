@@ -23,7 +23,7 @@ int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream
 /// transform, then FP4 e2m1 QDQ in blocks of 32 (HadamardTransform and QdqFp4Blocks, in that
 /// order). Row r of x [rows, dim] goes to row dest[r] (r when dest is null; nowhere when
 /// negative) of out_f32 and/or of out_bf16 (either may be null; the rounded values are exact in
-/// bf16). dim a power of two in [32, 128].
+/// bf16). dim a power of two in [32, 128]; out_f32 may be x (in place, dest null).
 int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, float* out_f32,
                     uint16_t* out_bf16, void* stream);
 

@@ -21,9 +21,12 @@ int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads,
 /// products are exact where q and keys are bf16 values, as the reference numerics' FP4-rounded
 /// ones are). heads == 64; q 8-byte aligned, keys 4-byte aligned, key_stride even (elements).
 /// With key_set (device, batch entries) query b reads the keys at keys + key_set[b] * key_stride
-/// instead: the device cache's key pages of the sequence the query belongs to.
+/// instead: the device cache's key pages of the sequence the query belongs to. With key_counts
+/// (device, batch entries) query b scores only keys j < key_counts[b] (its visible rows; the
+/// rest of its row of `out` is left as it was), so a step's cost follows the sequences' lengths,
+/// not the cache's capacity.
 int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, const uint16_t* keys,
                      int64_t key_stride, int64_t n_keys, float* out, void* stream,
-                     const int32_t* key_set = nullptr);
+                     const int32_t* key_set = nullptr, const int32_t* key_counts = nullptr);
 
 }  // namespace deepinfer::kernels

@@ -38,10 +38,19 @@ template <int kKeysPerBlock>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerMmaKernel(const float* __restrict__ q, const float* __restrict__ w,
                      const uint16_t* __restrict__ keys, int64_t key_stride,
-                     const int32_t* __restrict__ key_set, int64_t n_keys, float* __restrict__ out) {
+                     const int32_t* __restrict__ key_set, const int32_t* __restrict__ key_counts,
+                     int64_t n_keys, float* __restrict__ out) {
   __shared__ float partial[kWarps][kKeysPerBlock];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t b = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  // Keys past the query's count are not scored (uniform over the block); n_keys stays the
+  // row stride of `out`.
+  int64_t n_valid = n_keys;
+  if (key_counts != nullptr) {
+    const int64_t count = key_counts[b] < 0 ? 0 : key_counts[b];
+    if (count < n_valid) n_valid = count;
+    if (j0 >= n_valid) return;
+  }
   // This warp's heads as B fragments: b0 holds dims k0 + 2t, +1 of head n0 + g, b1 dims +8, +9.
   uint32_t bq[2][kSteps][2];
   float wh[2][2];
@@ -62,9 +71,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint16_t* kb = keys + (key_set != nullptr ? key_set[b] : b) * key_stride;
   for (int mt = 0; mt < kKeysPerBlock / 16; ++mt) {
     const int64_t m0 = j0 + 16 * mt;
-    if (m0 >= n_keys) break;                                   // uniform over the block
-    const int64_t r0 = m0 + g < n_keys ? m0 + g : n_keys - 1;  // rows past the end: clamped,
-    const int64_t r1 = m0 + g + 8 < n_keys ? m0 + g + 8 : n_keys - 1;  // never written
+    if (m0 >= n_valid) break;                                    // uniform over the block
+    const int64_t r0 = m0 + g < n_valid ? m0 + g : n_valid - 1;  // rows past the end: clamped,
+    const int64_t r1 = m0 + g + 8 < n_valid ? m0 + g + 8 : n_valid - 1;  // never written
     const uint32_t* k0p = reinterpret_cast<const uint32_t*>(kb + r0 * kDim) + t;
     const uint32_t* k1p = reinterpret_cast<const uint32_t*>(kb + r1 * kDim) + t;
     float c[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -93,7 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kKeysPerBlock; i += kWarps * 32) {
-    if (j0 + i < n_keys)
+    if (j0 + i < n_valid)
       out[b * n_keys + j0 + i] = (partial[0][i] + partial[1][i]) + (partial[2][i] + partial[3][i]);
   }
 }
@@ -102,7 +111,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, const uint16_t* keys,
                      int64_t key_stride, int64_t n_keys, float* out, void* stream,
-                     const int32_t* key_set) {
+                     const int32_t* key_set, const int32_t* key_counts) {
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 7) == 0 &&
                        (reinterpret_cast<uintptr_t>(keys) & 3) == 0 && key_stride % 2 == 0;
   if (heads != kHeads || !aligned || batch < 0 || n_keys < 0) {
@@ -120,7 +129,8 @@ int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, c
     auto kernel = wide ? IndexerMmaKernel<256> : IndexerMmaKernel<64>;
     kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
         q + b * heads * kDim, w + b * heads, key_set != nullptr ? keys : keys + b * key_stride,
-        key_stride, key_set != nullptr ? key_set + b : nullptr, n_keys, out + b * n_keys);
+        key_stride, key_set != nullptr ? key_set + b : nullptr,
+        key_counts != nullptr ? key_counts + b : nullptr, n_keys, out + b * n_keys);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -174,8 +174,26 @@ TEST_F(ForwardGlueTest, IndexerScoresReadEachQuerysKeySet) {
   ASSERT_EQ(kernels::IndexerScoresMma(d_q.get(), d_w.get(), batch, heads, d_gathered.get(),
                                       n_keys * dim, n_keys, d_b.get(), nullptr),
             0);
-  const auto a = d_a.ToHost(), b = d_b.ToHost();
+  // With per-query counts only the visible keys are scored; the rest stays untouched.
+  const std::vector<int32_t> counts = {300, 17, 0};
+  DeviceVector<int32_t> d_counts(counts);
+  auto d_c = DeviceVector<float>::Poisoned(batch * n_keys);
+  ASSERT_EQ(
+      kernels::IndexerScoresMma(d_q.get(), d_w.get(), batch, heads, d_keys.get(), n_keys * dim,
+                                n_keys, d_c.get(), nullptr, d_set.get(), d_counts.get()),
+      0);
+  const auto a = d_a.ToHost(), b = d_b.ToHost(), c = d_c.ToHost();
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(Bits(a[i]), Bits(b[i])) << i;
+  for (int64_t q = 0; q < batch; ++q) {
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const float v = c[q * n_keys + j];
+      if (j < counts[q]) {
+        ASSERT_EQ(Bits(v), Bits(a[q * n_keys + j])) << q << " " << j;
+      } else {
+        ASSERT_TRUE(std::isnan(v)) << q << " " << j;
+      }
+    }
+  }
 }
 
 }  // namespace

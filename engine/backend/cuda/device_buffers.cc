@@ -1,8 +1,10 @@
-// The device forward's activations and scratch (engine/backend/cuda/device_step.h), sized once
-// for its largest batch bucket: nothing is allocated while it runs.
+// The device forward's caches and its activations and scratch (engine/backend/cuda/
+// device_step.h), sized once for every slot and the largest batch bucket: nothing is allocated
+// while it runs.
 #include <algorithm>
 
 #include "engine/backend/cuda/device_step.h"
+#include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
 #include "kernels/route.h"
@@ -91,6 +93,35 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
     DI_RETURN_IF_ERROR(f(&b.pair8_scale, kernels::Fp8ActScaleCount(pairs, inter)));
   }
   return f(&b.logits, B * c.vocab_size);
+}
+
+Status AllocLayerCaches(const StepPlan& plan, int slots_in_use, DeviceMemory& mem,
+                        std::vector<DeviceLayerCache>* caches) {
+  const ModelConfig& c = *plan.cfg;
+  const int64_t W = c.sliding_window, slots = slots_in_use + 1;  // + the padding rows' slot
+  for (const DeviceLayer& L : plan.model->layers) {
+    DeviceLayerCache cache;
+    for (size_t r = 0; r < plan.in.ratios.size(); ++r) {
+      if (plan.in.ratios[r].ratio == L.ratio) cache.ratio_index = static_cast<int>(r);
+    }
+    const int64_t R = plan.in.ratios[cache.ratio_index].rows_per_slot;
+    // Pool rows are int32 in the step's row indices.
+    if (slots * (R + W) > 0x7fffffff) return InvalidArgument("device forward: cache too large");
+    DI_ASSIGN_OR_RETURN(cache.pool, mem.Take<uint8_t>(slots * (R + W) * kernels::kKvRowBytes));
+    if (L.has_compressor) {
+      const int64_t sf = L.comp.shape.state_floats();
+      DI_ASSIGN_OR_RETURN(cache.comp_kv, mem.Take<float>(slots * sf));
+      DI_ASSIGN_OR_RETURN(cache.comp_gate, mem.Take<float>(slots * sf));
+    }
+    if (L.has_indexer) {
+      const int64_t sf = L.index_comp.shape.state_floats();
+      DI_ASSIGN_OR_RETURN(cache.keys, mem.Take<uint16_t>(slots * R * c.index_head_dim));
+      DI_ASSIGN_OR_RETURN(cache.index_kv, mem.Take<float>(slots * sf));
+      DI_ASSIGN_OR_RETURN(cache.index_gate, mem.Take<float>(slots * sf));
+    }
+    caches->push_back(cache);
+  }
+  return Status::Ok();
 }
 
 }  // namespace deepinfer

@@ -25,24 +25,31 @@ Status CudaStatus(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
   return Internal(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
+// Launchers return CUDA error codes; the FP8 GEMM also cuBLAS statuses (1000 + status) and its
+// own negative codes (kernels/gemm_fp8.h).
 Status KernelStatus(int e, const char* what) {
   if (e == 0) return Status::Ok();
-  return Internal(std::string("CUDA: ") + what + " failed with code " + std::to_string(e) + " (" +
-                  cudaGetErrorString(static_cast<cudaError_t>(e)) + ")");
+  const std::string why =
+      e >= kernels::kFp8GemmCublasError ? "cuBLAS status " + std::to_string(e - 1000)
+      : e < 0 ? "bad argument, no cuBLASLt context or no algorithm (" + std::to_string(e) + ")"
+              : cudaGetErrorString(static_cast<cudaError_t>(e));
+  return Internal(std::string("CUDA: ") + what + " failed: " + why);
 }
 
 class DeviceForwardImpl final : public DeviceForward {
  public:
-  DeviceForwardImpl(const Checkpoint& ck, const DeviceForwardOptions& o) : ck_(ck), opt_(o) {}
+  explicit DeviceForwardImpl(const DeviceForwardOptions& o) : opt_(o) {}
   ~DeviceForwardImpl() override {
+    cudaSetDevice(opt_.device);
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
     if (host_sample_) cudaFreeHost(host_sample_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  Status Init() {
-    const ModelConfig& c = ck_.config;
+  Status Init(const Checkpoint& ck) {
+    cfg_ = ck.config;
+    const ModelConfig& c = cfg_;
     if (opt_.max_batch < 1 || opt_.slots < 1 || opt_.max_context < 128 ||
         opt_.max_context % 128 != 0) {
       return InvalidArgument(
@@ -52,20 +59,22 @@ class DeviceForwardImpl final : public DeviceForward {
     DI_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice"));
     DI_RETURN_IF_ERROR(
         CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-    DI_RETURN_IF_ERROR(UploadModel(ck_, mem_, &model_));
+    const bool gemm = opt_.max_batch > kGemvMaxRows && !opt_.cpu_order;
+    DI_RETURN_IF_ERROR(UploadModel(ck, gemm, mem_, &model_));
     plan_.cfg = &c;
     plan_.model = &model_;
     plan_.window = c.sliding_window;
     plan_.cpu_order = opt_.cpu_order;
-    if (opt_.max_batch > kGemvMaxRows && !opt_.cpu_order) {
+    if (gemm) {
       DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
       plan_.gemm = &gemm_;
     }
     DI_RETURN_IF_ERROR(AllocInputs());
-    DI_RETURN_IF_ERROR(AllocCaches());
+    DI_RETURN_IF_ERROR(AllocLayerCaches(plan_, opt_.slots, mem_, &plan_.caches));
     DI_RETURN_IF_ERROR(AllocStepBuffers(plan_, opt_.max_batch, mem_, &plan_.buf));
     DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
+    seen_.assign(opt_.slots, 0);
     for (int s = 0; s <= opt_.slots; ++s) DI_RETURN_IF_ERROR(ResetSlotState(s));
     for (int b = 1;; b = std::min(2 * b, opt_.max_batch)) {
       buckets_.push_back(b);
@@ -84,31 +93,41 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   Status ResetSlot(int slot) override {
+    DI_RETURN_IF_ERROR(Enter());
     if (slot < 0 || slot >= opt_.slots) return InvalidArgument("slot out of range");
-    DI_RETURN_IF_ERROR(ResetSlotState(slot));
-    return CudaStatus(cudaStreamSynchronize(stream_), "reset");
+    Status st = ResetSlotState(slot);
+    if (st.ok()) st = CudaStatus(cudaStreamSynchronize(stream_), "reset");
+    return Guard(std::move(st));
   }
 
   int64_t length(int slot) const override {
     return slot >= 0 && slot < opt_.slots ? lengths_[slot] : -1;
   }
 
-  size_t device_bytes() const override { return mem_.bytes(); }
+  size_t device_bytes() const override {
+    return mem_.bytes() + (plan_.gemm ? kernels::Fp8GemmContext::kDefaultWorkspaceBytes : 0);
+  }
 
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
               float* logits) override {
-    DI_RETURN_IF_ERROR(Launch(slots, tokens));
-    const int64_t rows = static_cast<int64_t>(slots.size()), V = ck_.config.vocab_size;
-    DI_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(logits, plan_.buf.logits, rows * V * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream_),
-                   "logits"));
-    return Finish(slots);
+    DI_RETURN_IF_ERROR(Enter());
+    DI_RETURN_IF_ERROR(Validate(slots, tokens));
+    if (slots.empty()) return Status::Ok();
+    Status st = Launch(slots, tokens);
+    if (st.ok()) {
+      st = CudaStatus(
+          cudaMemcpyAsync(logits, plan_.buf.logits, slots.size() * cfg_.vocab_size * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream_),
+          "logits");
+    }
+    if (st.ok()) st = Finish(slots);
+    return Guard(std::move(st));
   }
 
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                     std::span<const kernels::SampleParams> params, const uint32_t* bitmask,
                     int32_t* next) override {
+    DI_RETURN_IF_ERROR(Enter());
     const int64_t rows = static_cast<int64_t>(slots.size());
     if (params.size() != slots.size()) return InvalidArgument("one sampling config per slot");
     for (const kernels::SampleParams& p : params) {
@@ -116,53 +135,83 @@ class DeviceForwardImpl final : public DeviceForward {
         return InvalidArgument("top_p must be in (0, 1], min_p in [0, 1]");
       }
     }
-    DI_RETURN_IF_ERROR(Launch(slots, tokens));
+    DI_RETURN_IF_ERROR(Validate(slots, tokens));
     if (rows == 0) return Status::Ok();
-    const int64_t words = (ck_.config.vocab_size + 31) / 32;
+    const int64_t words = (cfg_.vocab_size + 31) / 32;
     std::memcpy(host_params_, params.data(), rows * sizeof(kernels::SampleParams));
     if (bitmask) std::memcpy(host_mask_, bitmask, rows * words * sizeof(uint32_t));
-    DI_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),
-                                   cudaMemcpyHostToDevice, stream_),
-                   "sampling params"));
-    if (bitmask) {
-      DI_RETURN_IF_ERROR(
-          CudaStatus(cudaMemcpyAsync(dev_mask_, host_mask_, rows * words * sizeof(uint32_t),
-                                     cudaMemcpyHostToDevice, stream_),
-                     "grammar mask"));
+    Status st = Launch(slots, tokens);
+    if (st.ok()) {
+      st = CudaStatus(
+          cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),
+                          cudaMemcpyHostToDevice, stream_),
+          "sampling params");
     }
-    DI_RETURN_IF_ERROR(KernelStatus(
-        kernels::SampleRows(sampler_, plan_.buf.logits, rows, ck_.config.vocab_size,
-                            bitmask ? dev_mask_ : nullptr, dev_params_, dev_next_, stream_),
-        "sampling"));
-    DI_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(next, dev_next_, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
-        "sampled tokens"));
-    return Finish(slots);
+    if (st.ok() && bitmask) {
+      st = CudaStatus(cudaMemcpyAsync(dev_mask_, host_mask_, rows * words * sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, stream_),
+                      "grammar mask");
+    }
+    if (st.ok()) {
+      st = KernelStatus(
+          kernels::SampleRows(sampler_, plan_.buf.logits, rows, cfg_.vocab_size,
+                              bitmask ? dev_mask_ : nullptr, dev_params_, dev_next_, stream_),
+          "sampling");
+    }
+    if (st.ok()) {
+      st = CudaStatus(
+          cudaMemcpyAsync(next, dev_next_, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+          "sampled tokens");
+    }
+    if (st.ok()) st = Finish(slots);
+    return Guard(std::move(st));
   }
 
  private:
-  // Checks the step, uploads its inputs and launches it (no synchronisation).
-  Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+  // Makes this forward's device current; refuses once a step has failed on the device.
+  Status Enter() {
+    if (!fault_.ok()) return fault_;
+    return CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice");
+  }
+  // A device fault after work was enqueued leaves the caches partly advanced: the forward stops
+  // (its requests fail; the engine drains and creates a new one).
+  Status Guard(Status st) {
+    if (st.ok()) return st;
+    cudaStreamSynchronize(stream_);
+    fault_ = Internal("device forward stopped: " + st.message());
+    return fault_;
+  }
+
+  // Bad input changes nothing.
+  Status Validate(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
     const int rows = static_cast<int>(slots.size());
     if (slots.size() != tokens.size()) return InvalidArgument("one token per slot");
-    if (rows == 0) return Status::Ok();
     if (rows > opt_.max_batch) {
       return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
                              std::to_string(opt_.max_batch));
     }
-    std::vector<bool> seen(opt_.slots, false);
-    for (int i = 0; i < rows; ++i) {
+    Status st = Status::Ok();
+    for (int i = 0; i < rows && st.ok(); ++i) {
       const int s = slots[i];
-      if (s < 0 || s >= opt_.slots || seen[s]) return InvalidArgument("bad or repeated slot");
-      seen[s] = true;
-      if (tokens[i] < 0 || tokens[i] >= ck_.config.vocab_size) {
-        return InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
-      }
-      if (lengths_[s] >= opt_.max_context) {
-        return InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
+      if (s < 0 || s >= opt_.slots || seen_[s]) {
+        st = InvalidArgument("bad or repeated slot");
+      } else if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size) {
+        st = InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
+      } else if (lengths_[s] >= opt_.max_context) {
+        st = InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
+      } else {
+        seen_[s] = 1;
       }
     }
+    for (int i = 0; i < rows; ++i) {
+      if (slots[i] >= 0 && slots[i] < opt_.slots) seen_[slots[i]] = 0;
+    }
+    return st;
+  }
+
+  // Uploads a checked step's inputs and launches it (no synchronisation).
+  Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+    const int rows = static_cast<int>(slots.size());
     const int bucket = *std::lower_bound(buckets_.begin(), buckets_.end(), rows);
     FillInputs(slots, tokens, bucket);
     DI_RETURN_IF_ERROR(Upload());
@@ -179,7 +228,7 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   Status AllocSampling() {
-    const int64_t B = opt_.max_batch, words = (ck_.config.vocab_size + 31) / 32;
+    const int64_t B = opt_.max_batch, words = (cfg_.vocab_size + 31) / 32;
     sample_bytes_ = B * sizeof(kernels::SampleParams) + B * words * sizeof(uint32_t);
     DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(sample_bytes_));
     DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_sample_, sample_bytes_), "cudaMallocHost"));
@@ -188,7 +237,7 @@ class DeviceForwardImpl final : public DeviceForward {
     host_params_ = static_cast<kernels::SampleParams*>(host_sample_);
     host_mask_ = reinterpret_cast<uint32_t*>(host_params_ + B);
     DI_ASSIGN_OR_RETURN(dev_next_, mem_.Take<int32_t>(B));
-    return KernelStatus(sampler_.Reserve(B, ck_.config.vocab_size), "sampler workspace");
+    return KernelStatus(sampler_.Reserve(B, cfg_.vocab_size), "sampler workspace");
   }
 
   // The input block: int64 arrays first (pos, seg_begin, per ratio comp_pos), then int32 ones.
@@ -230,33 +279,6 @@ class DeviceForwardImpl final : public DeviceForward {
     return Status::Ok();
   }
 
-  Status AllocCaches() {
-    const ModelConfig& c = ck_.config;
-    const int64_t W = c.sliding_window, slots = opt_.slots + 1;
-    for (const DeviceLayer& L : model_.layers) {
-      DeviceLayerCache cache;
-      for (size_t r = 0; r < plan_.in.ratios.size(); ++r) {
-        if (plan_.in.ratios[r].ratio == L.ratio) cache.ratio_index = static_cast<int>(r);
-      }
-      const int64_t R = plan_.in.ratios[cache.ratio_index].rows_per_slot;
-      if (slots * (R + W) > 0x7fffffff) return InvalidArgument("device forward: cache too large");
-      DI_ASSIGN_OR_RETURN(cache.pool, mem_.Take<uint8_t>(slots * (R + W) * kernels::kKvRowBytes));
-      if (L.has_compressor) {
-        const int64_t sf = L.comp.shape.state_floats();
-        DI_ASSIGN_OR_RETURN(cache.comp_kv, mem_.Take<float>(slots * sf));
-        DI_ASSIGN_OR_RETURN(cache.comp_gate, mem_.Take<float>(slots * sf));
-      }
-      if (L.has_indexer) {
-        const int64_t sf = L.index_comp.shape.state_floats();
-        DI_ASSIGN_OR_RETURN(cache.keys, mem_.Take<uint16_t>(slots * R * c.index_head_dim));
-        DI_ASSIGN_OR_RETURN(cache.index_kv, mem_.Take<float>(slots * sf));
-        DI_ASSIGN_OR_RETURN(cache.index_gate, mem_.Take<float>(slots * sf));
-      }
-      plan_.caches.push_back(cache);
-    }
-    return Status::Ok();
-  }
-
   // Compressor states of a fresh sequence: kv 0, gate -inf (an empty window weighs nothing).
   Status ResetSlotState(int slot) {
     for (size_t l = 0; l < model_.layers.size(); ++l) {
@@ -280,7 +302,7 @@ class DeviceForwardImpl final : public DeviceForward {
 
   // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
   void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens, int bucket) {
-    const int64_t W = ck_.config.sliding_window, all = opt_.slots + 1;
+    const int64_t W = cfg_.sliding_window, all = opt_.slots + 1;
     for (int i = 0; i <= bucket; ++i) host_.seg_begin[i] = i;
     for (int i = 0; i < bucket; ++i) {
       const bool real = i < static_cast<int>(slots.size());
@@ -312,8 +334,11 @@ class DeviceForwardImpl final : public DeviceForward {
         CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capture"));
     const int rc = EnqueueStep(plan_, bucket, stream_);
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    DI_RETURN_IF_ERROR(KernelStatus(rc, "captured step"));
-    DI_RETURN_IF_ERROR(CudaStatus(end, "capture"));
+    if (rc != 0 || end != cudaSuccess) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      DI_RETURN_IF_ERROR(KernelStatus(rc, "captured step"));
+      return CudaStatus(end, "capture");
+    }
     cudaGraphExec_t exec = nullptr;
     const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
@@ -322,8 +347,10 @@ class DeviceForwardImpl final : public DeviceForward {
     return Status::Ok();
   }
 
-  const Checkpoint& ck_;
+  ModelConfig cfg_;
   DeviceForwardOptions opt_;
+  Status fault_ = Status::Ok();  // set by the first device fault after work was enqueued
+  std::vector<uint8_t> seen_;    // Validate's marks, one per slot (no allocation per step)
   DeviceMemory mem_;
   DeviceModel model_;
   StepPlan plan_;
@@ -352,8 +379,8 @@ Result<std::unique_ptr<DeviceForward>> DeviceForward::Create(const Checkpoint& c
   if (cudaGetDeviceCount(&count) != cudaSuccess || count <= options.device) {
     return Unimplemented("no usable CUDA device (" + std::to_string(count) + " visible)");
   }
-  auto f = std::make_unique<DeviceForwardImpl>(checkpoint, options);
-  DI_RETURN_IF_ERROR(f->Init());
+  auto f = std::make_unique<DeviceForwardImpl>(options);
+  DI_RETURN_IF_ERROR(f->Init(checkpoint));
   return std::unique_ptr<DeviceForward>(std::move(f));
 }
 

@@ -30,8 +30,11 @@ struct DeviceForwardOptions {
 
 class DeviceForward {
  public:
-  /// Uploads the checkpoint's main model and allocates every buffer and cache. Errors: no CUDA
-  /// device, shapes or formats the production kernels do not take, options out of range.
+  /// Uploads the checkpoint's main model and allocates every buffer and cache (the checkpoint
+  /// may be released afterwards). Errors: no CUDA device, shapes or formats the production
+  /// kernels do not take, options out of range. A device fault in a later call stops the
+  /// forward: that call and every later one return the fault (its caches may be partly
+  /// advanced), and the engine drains and creates a new one.
   static Result<std::unique_ptr<DeviceForward>> Create(const Checkpoint& checkpoint,
                                                        const DeviceForwardOptions& options);
   virtual ~DeviceForward() = default;

@@ -34,14 +34,14 @@ constexpr int kGemvRows = 8;
 // reference numerics, into `act`), bf16 ones take them as they are, both summed in fp32.
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
-  if (fp8) {
-    DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
-    x = p.buf.act;
-  }
-  if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {
+  if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // e4m3 bytes: the same rounding
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
                                  p.buf.act8_scale, rows, y, s);
+  }
+  if (fp8) {
+    DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
+    x = p.buf.act;
   }
   if (p.cpu_order) {
     const auto f = fp8 ? kernels::StoredFormat::kFp8Block128 : kernels::StoredFormat::kBf16;
@@ -116,7 +116,7 @@ int SelectRows(const StepPlan& p, const DeviceLayer& L, const RatioInputs& r,
   DI_CUDA_TRY(kernels::ScaleFloats(b.iw, int64_t{rows} * heads, scale, s));
   const int64_t R = r.rows_per_slot;
   DI_CUDA_TRY(kernels::IndexerScoresMma(b.iq, b.iw, rows, heads, cache.keys, R * dim, R, b.scores,
-                                        s, p.in.slot));
+                                        s, p.in.slot, r.visible));
   return kernels::RowTopK(b.scores, rows, R, r.visible, R, c.index_topk, b.topk, b.topk_ws, s);
 }
 

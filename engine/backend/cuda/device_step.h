@@ -82,6 +82,11 @@ struct StepPlan {
 /// the tensor cores (cuBLASLt's block-scaled FP8 GEMM, the MXFP4 mma kernel).
 constexpr int kGemvMaxRows = 8;
 
+/// Allocates every layer's caches for `slots` slots plus the padding rows' spare one, laid out
+/// as DeviceLayerCache and RatioInputs describe (plan.in's ratios already set).
+Status AllocLayerCaches(const StepPlan& plan, int slots, DeviceMemory& mem,
+                        std::vector<DeviceLayerCache>* caches);
+
 /// Allocates `out` from `mem` for steps of up to max_batch rows of `plan` (its caches and inputs
 /// already set up).
 Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out);

@@ -15,6 +15,15 @@ DeviceMemory::~DeviceMemory() {
 }
 
 Result<void*> DeviceMemory::Alloc(size_t bytes) {
+  DI_ASSIGN_OR_RETURN(void* p, AllocRaw(bytes));
+  if (const cudaError_t e = cudaMemset(p, 0, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+      e != cudaSuccess) {
+    return Internal(std::string("cudaMemset: ") + cudaGetErrorString(e));
+  }
+  return p;
+}
+
+Result<void*> DeviceMemory::AllocRaw(size_t bytes) {
   void* p = nullptr;
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   if (const cudaError_t e = cudaMalloc(&p, rounded); e != cudaSuccess) {
@@ -23,14 +32,11 @@ Result<void*> DeviceMemory::Alloc(size_t bytes) {
   }
   blocks_.push_back(p);
   bytes_ += rounded;
-  if (const cudaError_t e = cudaMemset(p, 0, rounded); e != cudaSuccess) {
-    return Internal(std::string("cudaMemset: ") + cudaGetErrorString(e));
-  }
   return p;
 }
 
 Result<void*> DeviceMemory::Upload(const void* host, size_t bytes) {
-  DI_ASSIGN_OR_RETURN(void* p, Alloc(bytes));
+  DI_ASSIGN_OR_RETURN(void* p, AllocRaw(bytes));
   if (const cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
     return Internal(std::string("weight upload: ") + cudaGetErrorString(e));
   }
@@ -41,14 +47,14 @@ namespace {
 
 class Uploader {
  public:
-  Uploader(const ModelConfig& cfg, DeviceMemory& mem) : cfg_(cfg), mem_(mem) {}
+  Uploader(bool gemm_scales, DeviceMemory& mem) : gemm_scales_(gemm_scales), mem_(mem) {}
 
   // A dense product's weight: FP8 with e8m0 128x128 scales (the GEMV's input) or bf16.
   Result<DeviceLinear> Dense(const LinearWeight& w) {
     if (w.format == WeightFormat::kFp8Block) {
       if (w.scale_dtype != DType::kF8E8M0 || w.block_out != 128 || w.block_in != 128 ||
-          w.in % 128 != 0) {
-        return Unsupported(w, "FP8 with e8m0 128x128 scales and in % 128 == 0");
+          w.in % 128 != 0 || w.out % 4 != 0) {
+        return Unsupported(w, "FP8 with e8m0 128x128 scales, in % 128 == 0 and out % 4 == 0");
       }
     } else if (w.format != WeightFormat::kBF16 || w.in % 8 != 0) {
       return Unsupported(w, "FP8 block-scaled or bf16 with in % 8 == 0");
@@ -56,8 +62,8 @@ class Uploader {
     return Copy(w);
   }
   Result<DeviceLinear> Expert(const LinearWeight& w) {
-    if (w.format != WeightFormat::kFp4Block || w.scale_dtype != DType::kF8E8M0 || w.in % 32 != 0) {
-      return Unsupported(w, "MXFP4 (e2m1 with e8m0 scales per 32)");
+    if (w.format != WeightFormat::kFp4Block || w.scale_dtype != DType::kF8E8M0 || w.in % 128 != 0) {
+      return Unsupported(w, "MXFP4 (e2m1 with e8m0 scales per 32), in % 128 == 0");
     }
     return Copy(w);
   }
@@ -113,10 +119,9 @@ class Uploader {
       DI_ASSIGN_OR_RETURN(void* s, mem_.Upload(w.scale, scales));
       d.scale = static_cast<const uint8_t*>(s);
     }
-    if (w.format == WeightFormat::kFp8Block) {  // for batches the GEMM takes (kernels/gemm_fp8.h)
+    if (w.format == WeightFormat::kFp8Block && gemm_scales_) {  // kernels/gemm_fp8.h's layout
       DI_ASSIGN_OR_RETURN(float* f, mem_.Take<float>(kernels::Fp8WeightScaleCount(w.out, w.in)));
-      const int rc = kernels::Fp8WeightScalesToF32(d.scale, w.out, w.in, f, nullptr);
-      if (rc != 0 || cudaDeviceSynchronize() != cudaSuccess) {
+      if (kernels::Fp8WeightScalesToF32(d.scale, w.out, w.in, f, nullptr) != 0) {
         return Internal("device forward: converting " + w.name + "'s scales failed");
       }
       d.scale_f32 = f;
@@ -129,7 +134,7 @@ class Uploader {
                          need);
   }
 
-  const ModelConfig& cfg_;
+  bool gemm_scales_;
   DeviceMemory& mem_;
 };
 
@@ -156,14 +161,14 @@ Status CheckShapes(const ModelConfig& c) {
 
 }  // namespace
 
-Status UploadModel(const Checkpoint& ck, DeviceMemory& mem, DeviceModel* out) {
+Status UploadModel(const Checkpoint& ck, bool gemm_scales, DeviceMemory& mem, DeviceModel* out) {
   const ModelConfig& c = ck.config;
   const ModelWeights& w = ck.weights;
   DI_RETURN_IF_ERROR(CheckShapes(c));
   if (w.embed.format != WeightFormat::kBF16) {
     return Unimplemented("device forward: the embedding must be bf16");
   }
-  Uploader up(c, mem);
+  Uploader up(gemm_scales, mem);
   DeviceModel m;
   m.embed = {w.embed.format, w.embed.out, w.embed.in, nullptr, nullptr, nullptr};
   DI_ASSIGN_OR_RETURN(void* embed, mem.Upload(w.embed.data, w.embed.bytes()));
@@ -195,6 +200,15 @@ Status UploadModel(const Checkpoint& ck, DeviceMemory& mem, DeviceModel* out) {
     DI_ASSIGN_OR_RETURN(L.inv_freq, up.Floats(MakeLayerRope(c, lw.type).inv_freq));
     L.has_compressor = a.has_compressor;
     L.has_indexer = a.has_indexer;
+    // The step's buffers and caches are laid out for these widths (device_step.h).
+    if (a.has_compressor != (lw.type != AttnType::kSliding) ||
+        a.has_indexer != (lw.type == AttnType::kCsa) ||
+        (a.has_compressor && a.compressor.width != c.head_dim) ||
+        (a.has_indexer && a.index_compressor.width != c.index_head_dim) ||
+        static_cast<int>(lw.ffn.experts.size()) != c.n_routed_experts) {
+      return Unimplemented("device forward: layer " + std::to_string(l) +
+                           "'s compressors, indexer or experts do not match its config");
+    }
     if (a.has_compressor) {
       DI_ASSIGN_OR_RETURN(L.comp, up.Compressor(a.compressor));
     }
@@ -223,6 +237,9 @@ Status UploadModel(const Checkpoint& ck, DeviceMemory& mem, DeviceModel* out) {
       DI_ASSIGN_OR_RETURN(L.shared_w3, up.Dense(f.shared.w3));
     }
     m.layers.push_back(L);
+  }
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    return Internal(std::string("device forward: weight upload: ") + cudaGetErrorString(e));
   }
   *out = std::move(m);
   return Status::Ok();

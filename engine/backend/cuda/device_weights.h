@@ -24,6 +24,8 @@ class DeviceMemory {
   ~DeviceMemory();
   /// `bytes` of zeroed device memory, 256-byte aligned.
   Result<void*> Alloc(size_t bytes);
+  /// The same, not zeroed (memory the caller fills at once).
+  Result<void*> AllocRaw(size_t bytes);
   template <class T>
   Result<T*> Take(size_t count) {
     DI_ASSIGN_OR_RETURN(void* p, Alloc(count * sizeof(T)));
@@ -82,8 +84,10 @@ struct DeviceModel {
   std::vector<DeviceLayer> layers;
 };
 
-/// Uploads the main model (not the MTP block) into `memory`. An error names the first tensor or
-/// config value the production kernels do not take (e.g. head_dim other than 512).
-Status UploadModel(const Checkpoint& checkpoint, DeviceMemory& memory, DeviceModel* model);
+/// Uploads the main model (not the MTP block) into `memory`; with gemm_scales also the FP8
+/// weights' scales as the tensor-core GEMM reads them. An error names the first tensor or config
+/// value the production kernels do not take (e.g. head_dim other than 512).
+Status UploadModel(const Checkpoint& checkpoint, bool gemm_scales, DeviceMemory& memory,
+                   DeviceModel* model);
 
 }  // namespace deepinfer
