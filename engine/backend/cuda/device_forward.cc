@@ -11,6 +11,7 @@
 
 #include "engine/backend/cuda/device_step.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/step_rows.h"
 #include "kernels/forward_glue.h"
 #include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
@@ -302,7 +303,8 @@ class DeviceForwardImpl final : public DeviceForward {
 
   // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
   void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens, int bucket) {
-    const int64_t W = cfg_.sliding_window, all = opt_.slots + 1;
+    const int W = cfg_.sliding_window;
+    const int64_t all = opt_.slots + 1;
     for (int i = 0; i <= bucket; ++i) host_.seg_begin[i] = i;
     for (int i = 0; i < bucket; ++i) {
       const bool real = i < static_cast<int>(slots.size());
@@ -312,14 +314,13 @@ class DeviceForwardImpl final : public DeviceForward {
       host_.slot[i] = s;
       host_.pos[i] = pos;
       for (RatioInputs& r : host_.ratios) {
-        const int64_t m = r.ratio, R = r.rows_per_slot;
-        r.ring_row[i] = static_cast<int32_t>(all * R + s * W);
-        r.ring_dest[i] = static_cast<int32_t>(all * R + s * W + pos % W);
-        r.page[i] = s;
-        r.visible[i] = m ? static_cast<int32_t>(std::min((pos + 1) / m, R)) : 0;
-        r.comp_dest[i] =
-            m && (pos + 1) % m == 0 ? static_cast<int32_t>(s * R + (pos + 1) / m - 1) : -1;
-        r.comp_pos[i] = pos + 1 - m;
+        const CacheRows c = CacheRowsFor(r.ratio, r.rows_per_slot, W, all, s, pos);
+        r.ring_row[i] = c.ring_row;
+        r.ring_dest[i] = c.ring_dest;
+        r.page[i] = c.page;
+        r.visible[i] = c.visible;
+        r.comp_dest[i] = c.comp_dest;
+        r.comp_pos[i] = c.comp_pos;
       }
     }
   }

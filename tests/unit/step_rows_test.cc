@@ -1,0 +1,80 @@
+// The device forward's cache addresses (engine/backend/cuda/step_rows.h) against the CPU
+// forward's rules, counted out token by token: a compressed row is emitted exactly when a window
+// of `ratio` tokens closes, row j of a sequence is its j-th, a query sees every row emitted so
+// far, the ring keeps the last W positions, and no two slots share a pool row.
+#include "engine/backend/cuda/step_rows.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace deepinfer {
+namespace {
+
+TEST(StepRowsTest, CompressedRowsFollowTheClosedWindows) {
+  const int W = 8;
+  const int64_t slots = 3, max_context = 64;
+  for (int ratio : {4, 16}) {
+    const int64_t R = max_context / ratio;
+    for (int32_t slot = 0; slot < slots; ++slot) {
+      int64_t emitted = 0;
+      std::vector<int32_t> written;  // pool row of each compressed row, as written
+      for (int64_t pos = 0; pos < max_context; ++pos) {
+        const CacheRows c = CacheRowsFor(ratio, R, W, slots, slot, pos);
+        const bool closes = (pos + 1) % ratio == 0;  // CompressorPoolToken's rule
+        if (closes) {
+          EXPECT_EQ(c.comp_dest, slot * R + emitted) << "ratio " << ratio << " pos " << pos;
+          EXPECT_EQ(c.comp_pos, pos + 1 - ratio);  // the window's first token
+          written.push_back(c.comp_dest);
+          ++emitted;
+        } else {
+          EXPECT_EQ(c.comp_dest, -1);
+        }
+        EXPECT_EQ(c.visible, emitted);
+        EXPECT_EQ(c.page, slot);
+        // Through the page table (BuildAttentionRows, page_rows = R), visible row j is read
+        // from the pool row it was written to.
+        for (int64_t j = 0; j < c.visible; ++j) EXPECT_EQ(c.page * R + j, written[j]);
+      }
+      EXPECT_EQ(emitted, R);
+    }
+  }
+}
+
+TEST(StepRowsTest, RingsHoldTheLastWindowAndSlotsNeverShareRows) {
+  const int W = 8, ratio = 4;
+  const int64_t slots = 3, R = 16;
+  std::set<int32_t> owned[3];
+  for (int32_t slot = 0; slot < slots; ++slot) {
+    std::vector<int32_t> last;
+    for (int64_t pos = 0; pos < 40; ++pos) {
+      const CacheRows c = CacheRowsFor(ratio, R, W, slots, slot, pos);
+      EXPECT_GE(c.ring_dest, c.ring_row);
+      EXPECT_LT(c.ring_dest, c.ring_row + W);
+      EXPECT_EQ(c.ring_dest, c.ring_row + pos % W);  // BuildAttentionRows reads it there
+      last.push_back(c.ring_dest);
+      if (last.size() > static_cast<size_t>(W)) last.erase(last.begin());
+      EXPECT_EQ(std::set<int32_t>(last.begin(), last.end()).size(), last.size())
+          << "a ring row of the window was overwritten at pos " << pos;
+      owned[slot].insert(c.ring_dest);
+      if (c.comp_dest >= 0) owned[slot].insert(c.comp_dest);
+    }
+  }
+  for (int a = 0; a < 3; ++a) {
+    for (int b = a + 1; b < 3; ++b) {
+      for (int32_t row : owned[a]) EXPECT_EQ(owned[b].count(row), 0u) << a << " " << b;
+    }
+  }
+}
+
+TEST(StepRowsTest, SlidingLayersHaveOnlyARing) {
+  const CacheRows c = CacheRowsFor(0, 0, 128, 5, 2, 300);
+  EXPECT_EQ(c.visible, 0);
+  EXPECT_EQ(c.comp_dest, -1);
+  EXPECT_EQ(c.ring_row, 2 * 128);
+  EXPECT_EQ(c.ring_dest, 2 * 128 + 300 % 128);
+}
+
+}  // namespace
+}  // namespace deepinfer
