@@ -42,6 +42,7 @@ class DeviceForwardImpl final : public DeviceForward {
   explicit DeviceForwardImpl(const DeviceForwardOptions& o) : opt_(o) {}
   ~DeviceForwardImpl() override {
     cudaSetDevice(opt_.device);
+    if (stream_) cudaStreamSynchronize(stream_);  // a failed Init may leave work queued
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
     if (host_sample_) cudaFreeHost(host_sample_);
@@ -76,6 +77,8 @@ class DeviceForwardImpl final : public DeviceForward {
     DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
     seen_.assign(opt_.slots, 0);
+    // DeviceMemory zeroes on the default stream; the states' reset below runs on stream_.
+    DI_RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "allocation"));
     for (int s = 0; s <= opt_.slots; ++s) DI_RETURN_IF_ERROR(ResetSlotState(s));
     for (int b = 1;; b = std::min(2 * b, opt_.max_batch)) {
       buckets_.push_back(b);

@@ -165,6 +165,10 @@ Status UploadModel(const Checkpoint& ck, bool gemm_scales, DeviceMemory& mem, De
   const ModelConfig& c = ck.config;
   const ModelWeights& w = ck.weights;
   DI_RETURN_IF_ERROR(CheckShapes(c));
+  if (static_cast<int>(w.layers.size()) != c.num_layers) {
+    return InvalidArgument("device forward: the checkpoint has " + std::to_string(w.layers.size()) +
+                           " layers, its config " + std::to_string(c.num_layers));
+  }
   if (w.embed.format != WeightFormat::kBF16) {
     return Unimplemented("device forward: the embedding must be bf16");
   }
@@ -203,7 +207,8 @@ Status UploadModel(const Checkpoint& ck, bool gemm_scales, DeviceMemory& mem, De
     // The step's buffers and caches are laid out for these widths (device_step.h).
     if (a.has_compressor != (lw.type != AttnType::kSliding) ||
         a.has_indexer != (lw.type == AttnType::kCsa) ||
-        (a.has_compressor && a.compressor.width != c.head_dim) ||
+        (a.has_compressor &&
+         (a.compressor.width != c.head_dim || a.compressor.ratio != lw.ratio)) ||
         (a.has_indexer && a.index_compressor.width != c.index_head_dim) ||
         static_cast<int>(lw.ffn.experts.size()) != c.n_routed_experts) {
       return Unimplemented("device forward: layer " + std::to_string(l) +
