@@ -17,6 +17,7 @@
 #include "engine/model/tiny_checkpoint.h"
 #include "kernels/cuda_available.h"
 #include "tools/model/device_logits.h"
+#include "tools/model/perturbed_backend.h"
 #include "tools/model/replay_error.h"
 
 namespace deepinfer {
@@ -36,9 +37,9 @@ commands:
   logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) --out FILE.npy
          [--numerics exact|reference] [--decode-from K] [--chunks A,B,...] [--threads N]
          [--device cpu|cuda] [--mtp-out FILE.npy] [--forward model|device]
-         [--kernels production|cpu-order]
-      Write float32 [n_tokens, vocab] next-token logits for every position. --forward device
-      (--device cuda, reference numerics): the device forward, one decode step per token.
+         [--kernels production|cpu-order] [--perturb-seed N]
+      Write float32 [n_tokens, vocab] next-token logits for every position. --forward device: the
+      device forward (--device cuda, reference numerics); --perturb-seed: products moved 1 ulp.
   generate --model DIR --tokens 1,2,3 [--max-new N] [--numerics exact|reference] [--threads N]
       Greedy continuation: prefill the prompt, then decode N tokens one at a time; prints ids.
   replay-error --model DIR [--context N] [--decode K] [--tail T] [--seed S]
@@ -249,7 +250,6 @@ Status Logits(const Args& a) {
   } else {
     chunks.push_back(n);
   }
-
   DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
   for (const auto& w : ck->warnings) spdlog::warn("{}", w);
   if (a.count("--forward") || a.count("--kernels")) {  // the device forward
@@ -270,6 +270,10 @@ Status Logits(const Args& a) {
     backend = std::move(*cuda);
   } else {
     backend = MakeCpuBackend(threads);
+  }
+  if (a.count("--perturb-seed")) {
+    DI_ASSIGN_OR_RETURN(long long seed, ToInt("--perturb-seed", a.at("--perturb-seed")));
+    backend = PerturbProducts(std::move(backend), static_cast<uint64_t>(seed));
   }
   Model model(*ck, *backend, numerics);
   const int64_t V = ck->config.vocab_size;
@@ -364,11 +368,11 @@ int Main(int argc, char** argv) {
     auto a = ParseArgs(argc, argv, 2, {"--model"}, {});
     st = a.ok() ? Inspect(*a) : a.status();
   } else if (cmd == "logits") {
-    auto a =
-        ParseArgs(argc, argv, 2,
-                  {"--model", "--tokens", "--tokens-file", "--out", "--numerics", "--decode-from",
-                   "--chunks", "--threads", "--device", "--mtp-out", "--forward", "--kernels"},
-                  {});
+    auto a = ParseArgs(
+        argc, argv, 2,
+        {"--model", "--tokens", "--tokens-file", "--out", "--numerics", "--decode-from", "--chunks",
+         "--threads", "--device", "--mtp-out", "--forward", "--kernels", "--perturb-seed"},
+        {});
     st = a.ok() ? Logits(*a) : a.status();
   } else if (cmd == "generate") {
     auto a = ParseArgs(argc, argv, 2,
