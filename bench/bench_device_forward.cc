@@ -49,7 +49,8 @@ double StepBytes(const Checkpoint& ck, int batch, int64_t context) {
     if (a.has_indexer) {
       bytes += a.index_wq_b.bytes() + a.index_weights_proj.bytes() +
                a.index_compressor.wkv.bytes() + a.index_compressor.wgate.bytes();
-      bytes += batch * (context / 4.0) * c.index_head_dim * 2;  // bf16 keys
+      bytes +=
+          batch * (context / static_cast<double>(L.ratio)) * c.index_head_dim * 2;  // bf16 keys
     }
     if (L.ffn.has_shared) {
       bytes += L.ffn.shared.w1.bytes() + L.ffn.shared.w2.bytes() + L.ffn.shared.w3.bytes();
@@ -58,10 +59,11 @@ double StepBytes(const Checkpoint& ck, int batch, int64_t context) {
     const double expert = e.w1.bytes() * 1.0625 + e.w2.bytes() * 1.0625 + e.w3.bytes() * 1.0625;
     const double E = c.n_routed_experts;
     bytes += expert * E * (1.0 - std::pow(1.0 - 1.0 / E, batch * c.num_experts_per_tok));
-    const double rows = std::min<int64_t>(context, c.sliding_window) +
-                        (L.type == AttnType::kCsa   ? std::min<int64_t>(c.index_topk, context / 4)
-                         : L.type == AttnType::kHca ? context / L.ratio
-                                                    : 0);
+    const double rows =
+        std::min<int64_t>(context, c.sliding_window) +
+        (L.type == AttnType::kCsa   ? std::min<int64_t>(c.index_topk, context / L.ratio)
+         : L.type == AttnType::kHca ? context / L.ratio
+                                    : 0);
     bytes += batch * rows * 584.0;
   }
   return bytes;
@@ -109,6 +111,10 @@ int main(int argc, char** argv) {
     } else {
       bad = true;
     }
+  }
+  if (max_context != 0 && max_context < context + steps) {
+    std::fprintf(stderr, "--max-context must hold --context + --steps tokens\n");
+    return 2;
   }
   if (bad || model.empty() || context < 1 || steps < 1) {
     std::fprintf(stderr,

@@ -1,4 +1,4 @@
-"""Markdown rows for bench/RESULTS.md from bench_decode / bench_prefill output and the peer's.
+"""Markdown rows for bench/RESULTS-gpu.md from bench_decode / bench_prefill output and the peer's.
 
     python3 bench/decode_table.py OURS.jsonl PEER.jsonl [--prefill]
 

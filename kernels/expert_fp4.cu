@@ -193,7 +193,7 @@ void Launch(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGroup* 
 }
 
 // Four rows per warp amortise the activation loads, as long as enough warps stay in flight to
-// keep HBM busy (bench/RESULTS.md, "FP8 block-scaled GEMV", measured the same trade-off). The
+// keep HBM busy (bench/RESULTS-gpu.md, "FP8 block-scaled GEMV", measured the same trade-off). The
 // paired form counts a gate row and its up row as two.
 template <bool Paired>
 int Dispatch(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGroup* groups,

@@ -165,7 +165,7 @@ int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, cons
   if (wide) {
     // More weight rows per warp amortise the activation loads (measured on the H200: 1.5 -> 2.7
     // TB/s at one row), as long as enough warps remain to keep the SMs streaming: 2,048 warps
-    // for one activation row, 1,024 with several (bench/RESULTS.md, "FP8 block-scaled GEMV").
+    // for one activation row, 1,024 with several (bench/RESULTS-gpu.md, "FP8 block-scaled GEMV").
     const int64_t min_warps = Rows == 1 ? 2048 : 1024, rows_all = out * groups;
     if (Rows > 1 && rows_all / 8 >= min_warps) {
       LaunchWide<Rows, 8>(w, scale, out, in, x, y, groups, g, stream);

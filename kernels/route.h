@@ -42,7 +42,7 @@ int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows);
 /// kernels take it as their live count, so one captured launch serves every routing. Ids lie in [0,
 /// E) (the loader checks tid2eid; the router picks nothing else); a pair outside gets no group.
 /// rank_scratch holds `pairs` ints. One block: with RouteTokens 7 µs at batch 1, 29 µs at 256 and
-/// 0.8 ms for an 8K-token chunk on the H200 (bench/RESULTS.md).
+/// 0.8 ms for an 8K-token chunk on the H200 (bench/RESULTS-gpu.md).
 int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
                       int group_rows, ExpertGroup* up, ExpertGroup* down, int32_t* n_groups,
                       int32_t* rank_scratch, void* stream);

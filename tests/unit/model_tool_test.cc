@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/common/npy.h"
+#include "kernels/cuda_available.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
@@ -140,16 +141,27 @@ TEST_F(ModelToolTest, CudaDeviceRunsOrIsAClearError) {
 // The device forward runs the reference numerics on the GPU only; anything else is a clear error.
 TEST_F(ModelToolTest, DeviceForwardFlagsAreChecked) {
   const std::string base = "logits --model " + model() + " --tokens 1,2 --out " + (dir_ / "x.npy");
+  const std::string misuse = "--forward/--kernels need --device cuda and --numerics reference";
   ToolRun r = Tool(base + " --forward device");  // --device cpu
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--forward/--kernels need --device cuda"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(misuse), std::string::npos) << r.out;
+  if (!CudaBuildEnabled()) return;  // then --device cuda itself is the error (test above)
   r = Tool(base + " --device cuda --numerics exact --forward device");
-  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(misuse), std::string::npos) << r.out;
+  r = Tool(base + " --device cuda --numerics reference --forward device --perturb-seed 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(misuse), std::string::npos) << r.out;
   r = Tool(base + " --device cuda --numerics reference --forward device --kernels fast");
-  EXPECT_NE(r.code, 0);
-  if (!std::filesystem::exists("/dev/nvidiactl")) {
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--kernels production or cpu-order"), std::string::npos) << r.out;
+  r = Tool(base + " --device cuda --numerics reference --kernels cpu-order");  // no --forward
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--kernels needs --forward device"), std::string::npos) << r.out;
+  if (!std::filesystem::exists("/dev/nvidiactl")) {  // a CUDA build without a device
     r = Tool(base + " --device cuda --numerics reference --forward device");
     EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("CUDA device"), std::string::npos) << r.out;
   }
 }
 

@@ -14,12 +14,11 @@ Result<std::vector<float>> DeviceForwardLogits(const Checkpoint& ck,
   const auto flag = [&](const char* k, const char* def) {
     return flags.count(k) ? flags.at(k) : std::string(def);
   };
-  const std::string forward = flag("--forward", "device"),
-                    kernels = flag("--kernels", "production");
+  const std::string forward = flag("--forward", ""), kernels = flag("--kernels", "production");
   if (forward != "device" || (kernels != "production" && kernels != "cpu-order")) {
     return InvalidArgument(
-        "--forward takes device (model is the default without it), --kernels "
-        "production or cpu-order");
+        "--kernels needs --forward device (without either, logits runs Model::Forward); "
+        "--forward takes device, --kernels production or cpu-order");
   }
   const bool cpu_order = kernels == "cpu-order";
   const int64_t n = static_cast<int64_t>(tokens.size()), V = ck.config.vocab_size;

@@ -13,7 +13,8 @@
 namespace deepinfer {
 
 /// Logits [tokens.size(), vocab] of one sequence, each token a decode step of the device forward
-/// (reference numerics). Flags: --forward device (required), --kernels production|cpu-order.
+/// (reference numerics). Flags: --forward device (required), --kernels production|cpu-order
+/// (default production).
 Result<std::vector<float>> DeviceForwardLogits(const Checkpoint& checkpoint,
                                                const std::vector<int32_t>& tokens,
                                                const std::map<std::string, std::string>& flags);

@@ -36,7 +36,7 @@ commands:
       Print the config summary, tensor count, bytes by dtype and parameter count.
   logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) --out FILE.npy
          [--numerics exact|reference] [--decode-from K] [--chunks A,B,...] [--threads N]
-         [--device cpu|cuda] [--mtp-out FILE.npy] [--forward model|device]
+         [--device cpu|cuda] [--mtp-out FILE.npy] [--forward device]
          [--kernels production|cpu-order] [--perturb-seed N]
       Write float32 [n_tokens, vocab] next-token logits for every position. --forward device: the
       device forward (--device cuda, reference numerics); --perturb-seed: products moved 1 ulp.
@@ -254,10 +254,10 @@ Status Logits(const Args& a) {
   for (const auto& w : ck->warnings) spdlog::warn("{}", w);
   if (a.count("--forward") || a.count("--kernels")) {  // the device forward
     if (device != "cuda" || numerics != Numerics::kReference || chunks.size() != 1 ||
-        a.count("--mtp-out")) {
+        a.count("--mtp-out") || a.count("--perturb-seed")) {
       return InvalidArgument(
           "--forward/--kernels need --device cuda and --numerics reference, "
-          "and take no --chunks, --decode-from or --mtp-out");
+          "and take no --chunks, --decode-from, --mtp-out or --perturb-seed");
     }
     DI_ASSIGN_OR_RETURN(auto out, DeviceForwardLogits(*ck, tokens, a));
     return WriteNpy(a.at("--out"), out.data(), {n, ck->config.vocab_size});

@@ -1,9 +1,10 @@
 // The device forward (stage 2 of the CUDA backend, docs/gpu.md): the V4 decode step on device
-// buffers only, with the production kernels and the reference numerics — FP8 activations, the
-// KV cache in 584-byte rows, bf16 indexer keys. Sequences live in slots whose caches (rings,
-// compressed rows, indexer keys, compressor states) are preallocated on the device; a step takes
-// one token for each of up to max_batch slots, uploads one small input block, replays the CUDA
-// graph captured for its batch bucket and returns the logits: the only synchronisation.
+// buffers only, in the reference numerics — FP8 activations, the KV cache in 584-byte rows, bf16
+// indexer keys — with the production kernels (or, for checking, CPU-order ones). Sequences live
+// in slots whose caches (rings, compressed rows, indexer keys, compressor states) are
+// preallocated on the device; a step takes one token for each of up to max_batch slots, uploads
+// one small input block, replays the CUDA graph captured for its batch bucket and copies back the
+// logits (Step) or the sampled ids (StepSample): its only synchronisation.
 #pragma once
 
 #include <cstdint>

@@ -30,8 +30,10 @@ namespace {
 // The GEMVs take up to 8 rows a launch.
 constexpr int kGemvRows = 8;
 
-// y = x W^T for a dense weight: FP8 weights take the activations rounded through FP8 first (the
-// reference numerics, into `act`), bf16 ones take them as they are, both summed in fp32.
+// y = x W^T for a dense weight. FP8 weights take the activations rounded through FP8 (the
+// reference numerics): up to kGemvMaxRows rows as fp32 values in `act` for the GEMV (fp32 sums),
+// above as e4m3 bytes with their scales for cuBLASLt's tensor cores (which accumulate with fewer
+// bits). bf16 weights take the activations as they are, summed in fp32.
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
   if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // e4m3 bytes: the same rounding

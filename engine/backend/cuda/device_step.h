@@ -99,7 +99,7 @@ int EnqueueStep(const StepPlan& plan, int rows, void* stream);
 int AttentionSplits(int rows);
 /// Rows per expert group at `rows` tokens (kernels/route.h's group_rows).
 int ExpertGroupRows(int rows);
-/// Compressed rows a query of layer `l` reads at most (besides its window).
+/// Compressed rows a query reads at most (besides its window) in the layer whose cache is `c`.
 int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
                            bool csa);
 

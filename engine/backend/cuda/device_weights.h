@@ -31,7 +31,7 @@ class DeviceMemory {
     DI_ASSIGN_OR_RETURN(void* p, Alloc(count * sizeof(T)));
     return static_cast<T*>(p);
   }
-  /// A device copy of `count` host values.
+  /// A device copy of `bytes` bytes at `host` (not zeroed past them).
   Result<void*> Upload(const void* host, size_t bytes);
   size_t bytes() const { return bytes_; }
 
