@@ -13,11 +13,6 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/step_rows.h"
 #include "kernels/forward_glue.h"
-#include "kernels/kv_row.h"
-#include "kernels/mqa_decode.h"
-#include "kernels/norm_fast.h"
-#include "kernels/route.h"
-#include "kernels/topk.h"
 
 namespace deepinfer {
 namespace {
