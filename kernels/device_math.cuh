@@ -33,15 +33,26 @@ __device__ __forceinline__ uint32_t ToE4M3(float q) {
   return b;
 }
 
-/// quant.cc's Pow2ScaleExponent(amax, 448, floor) = int(ceil(log2f(max(amax, floor) / 448))):
-/// the power of two that brings a block's largest value into e4m3's range. glibc's log2f is
-/// correctly rounded where it matters (just above a power of two, where float rounding decides
-/// whether the ceil steps up); the double log2 rounded to float reproduces it: checked for every
-/// float in [2^-30, 2^100] on the host (ceil agrees for all 1.09e9 of them).
-__device__ __forceinline__ int E4M3ScaleExponent(float amax, float floor) {
+/// quant.cc's Pow2ScaleExponent(amax, fmt_max, floor) = int(ceil(log2f(max(amax, floor) /
+/// fmt_max))): the power of two that brings a block's largest value into the format's range.
+/// glibc's log2f is correctly rounded where it matters (just above a power of two, where float
+/// rounding decides whether the ceil steps up); the double log2 rounded to float reproduces it:
+/// checked for every float in [2^-30, 2^100] on the host (ceil agrees for all 1.09e9 of them).
+__device__ __forceinline__ int Pow2ScaleExponent(float amax, float fmt_max, float floor) {
   const float a = amax < floor ? floor : amax;
-  const float ratio = a / 448.0f;  // IEEE division (no fast-math in this build)
+  const float ratio = a / fmt_max;  // IEEE division (no fast-math in this build)
   return static_cast<int>(ceilf(static_cast<float>(log2(static_cast<double>(ratio)))));
+}
+
+/// The e4m3 block exponent (fmt_max 448).
+__device__ __forceinline__ int E4M3ScaleExponent(float amax, float floor) {
+  return Pow2ScaleExponent(amax, 448.0f, floor);
+}
+
+/// The magnitudes an e2m1 nibble's low three bits encode (quant.cc's E2M1ToF32).
+__device__ __forceinline__ float E2M1Magnitude(uint32_t code) {
+  constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return kMag[code & 7];
 }
 
 /// A 64-bit key that orders (value, id) pairs as the CPU's TopKIndices does: larger value first,

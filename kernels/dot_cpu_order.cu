@@ -11,8 +11,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __device__ float E2M1(uint32_t nibble) {
-  constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float m = kMag[nibble & 7];
+  const float m = E2M1Magnitude(nibble);
   return (nibble & 8) ? -m : m;
 }
 

@@ -53,15 +53,14 @@ __global__ void QdqFp8Kernel(const float* x, int64_t rows, int64_t dim, float* y
 // quant.cc's F32ToE2M1 then E2M1ToF32 for |a| <= 6: the nearest grid value, ties to the even
 // code, the sign kept (a negative value rounding to zero gives -0).
 __device__ float RoundE2M1(float q) {
-  constexpr float kGrid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const float a = fminf(fabsf(q), 6.0f);
   int best = 0;
 #pragma unroll
   for (int i = 1; i < 8; ++i) {
-    const float d_best = fabsf(a - kGrid[best]), d = fabsf(a - kGrid[i]);
+    const float d_best = fabsf(a - E2M1Magnitude(best)), d = fabsf(a - E2M1Magnitude(i));
     if (d < d_best || (d == d_best && (i % 2 == 0) && (best % 2 == 1))) best = i;
   }
-  return signbit(q) ? -kGrid[best] : kGrid[best];
+  return signbit(q) ? -E2M1Magnitude(best) : E2M1Magnitude(best);
 }
 
 // One warp per row of dim <= 128 values, in shared memory for the butterflies.
@@ -96,8 +95,7 @@ __global__ void HadamardFp4Kernel(const float* x, int64_t rows, int dim,
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1)
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const float a = amax < floor ? floor : amax;
-    const int e = static_cast<int>(ceilf(static_cast<float>(log2(static_cast<double>(a / 6.0f)))));
+    const int e = Pow2ScaleExponent(amax, 6.0f, floor);
     const float q0 = ldexpf(h, -e);
     const float q = q0 < -6.0f ? -6.0f : (6.0f < q0 ? 6.0f : q0);
     const float out = ldexpf(RoundE2M1(q), e);
