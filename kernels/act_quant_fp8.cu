@@ -74,7 +74,7 @@ __global__ void QuantizeActKernel(const float* __restrict__ x, int64_t rows, int
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const int e = E4M3ScaleExponent(amax, 1e-4f);
+  const int e = E4M3ScaleExponent(amax, kActAmaxFloor);
   uint32_t packed = 0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {

@@ -1,4 +1,5 @@
-// Small device helpers the kernels share: the e4m3 and e8m0 decoders and a warp-wide sum.
+// Small device helpers the kernels share: the e4m3 and e8m0 decoders, a warp-wide sum and the
+// GEMVs' split-column finish.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -49,6 +50,17 @@ __device__ __forceinline__ int E4M3ScaleExponent(float amax, float floor) {
   return Pow2ScaleExponent(amax, 448.0f, floor);
 }
 
+/// The amax floor of the reference numerics' activation blocks (quant.cc).
+constexpr float kActAmaxFloor = 1e-4f;
+
+/// One activation's FP8 round trip in a 128-wide block whose scale is 2^e (e from
+/// E4M3ScaleExponent of the block's amax and kActAmaxFloor): the reference numerics' QDQ.
+__device__ __forceinline__ float QdqE4M3(float v, int e) {
+  const float s = ldexpf(v, -e);
+  const float q = s < -448.0f ? -448.0f : (448.0f < s ? 448.0f : s);
+  return ldexpf(E4M3(ToE4M3(q)), e);
+}
+
 /// The magnitudes an e2m1 nibble's low three bits encode (quant.cc's E2M1ToF32).
 __device__ __forceinline__ float E2M1Magnitude(uint32_t code) {
   constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -68,6 +80,49 @@ __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
+}
+
+/// Finishes a GEMV whose outputs are Outs x Rows dots per warp, where groups of `split`
+/// consecutive warps (split a power of two up to the block's warps) took interleaved slices of
+/// the same dots' columns, so that short dots still fill the GPU. acc: this lane's partial sums;
+/// red: shared memory of (block warps) * Outs * Rows floats. Calls store(j, r, total) once per
+/// dot; slices are added in warp order, so totals do not depend on scheduling, and split == 1
+/// sums exactly as one warp alone. Every thread of the block must call it (active: whether the
+/// warp's outputs exist).
+template <int Outs, int Rows, class Store>
+__device__ __forceinline__ void FinishSplitDots(float (&acc)[Outs][Rows], int split, bool active,
+                                                float* red, Store store) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (split == 1) {
+    if (!active) return;
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        const float v = WarpSum(acc[j][r]);
+        if (lane == 0) store(j, r, v);
+      }
+    }
+    return;
+  }
+  constexpr int kDots = Outs * Rows;
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        const float v = WarpSum(acc[j][r]);
+        if (lane == 0) red[warp * kDots + j * Rows + r] = v;
+      }
+    }
+  }
+  __syncthreads();
+  if (!active || warp % split != 0) return;
+  for (int k = lane; k < kDots; k += 32) {
+    float s = 0;
+    for (int q = 0; q < split; ++q) s += red[(warp + q) * kDots + k];
+    store(k / Rows, k % Rows, s);
+  }
 }
 
 }  // namespace deepinfer::kernels

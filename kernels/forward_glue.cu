@@ -40,13 +40,10 @@ __global__ void QdqFp8Kernel(const float* x, int64_t rows, int64_t dim, float* y
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const int e = E4M3ScaleExponent(amax, 1e-4f);
+  const int e = E4M3ScaleExponent(amax, kActAmaxFloor);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    if (c0 + k >= dim) continue;
-    const float s = ldexpf(v[k], -e);
-    const float q = s < -448.0f ? -448.0f : (448.0f < s ? 448.0f : s);
-    y[row * dim + c0 + k] = ldexpf(E4M3(ToE4M3(q)), e);
+    if (c0 + k < dim) y[row * dim + c0 + k] = QdqE4M3(v[k], e);
   }
 }
 

@@ -11,15 +11,17 @@ constexpr int kMaxRows = 8;
 
 // A warp takes Outs weight rows; each lane loads 16 bytes (8 weights) of each at a time, so a
 // warp streams 512 contiguous bytes per row and step, and every activation load from L1 serves
-// Outs rows. bf16 -> fp32 is a shift.
+// Outs rows. bf16 -> fp32 is a shift. With split > 1, that many consecutive warps share the rows
+// and take interleaved 256-column steps (FinishSplitDots).
 template <int Outs, int Rows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Bf16GemvKernel(const uint16_t* __restrict__ w, int64_t out, int64_t in,
-                   const float* __restrict__ x, float* __restrict__ y) {
-  const int lane = threadIdx.x & 31;
+                   const float* __restrict__ x, float* __restrict__ y, int split) {
+  __shared__ float red[kWarpsPerBlock * Outs * Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t o0 =
-      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
-  if (o0 >= out) return;
+      (static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split) * Outs;
+  const bool active = o0 < out;
   const uint4* wr[Outs];
 #pragma unroll
   for (int j = 0; j < Outs; ++j) {
@@ -31,7 +33,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
     for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
   }
-  for (int64_t c = lane; c < in / 8; c += 32) {
+  for (int64_t c = (warp % split) * 32 + lane; active && c < in / 8; c += split * 32) {
     float wv[Outs][8];
 #pragma unroll
     for (int j = 0; j < Outs; ++j) {
@@ -54,22 +56,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-#pragma unroll
-    for (int j = 0; j < Outs; ++j) {
-      const float v = WarpSum(acc[j][r]);
-      if (lane == 0 && o0 + j < out) y[r * out + o0 + j] = v;
-    }
-  }
+  FinishSplitDots(acc, split, active, red, [&](int j, int r, float v) {
+    if (o0 + j < out) y[r * out + o0 + j] = v;
+  });
 }
 
+// As the FP8 GEMV: a short product's columns split over up to 8 warps while fewer than 8,192
+// warps would be in flight.
 template <int Outs, int Rows>
 void LaunchRows(const uint16_t* w, int64_t out, int64_t in, const float* x, float* y,
                 cudaStream_t stream) {
-  const int64_t per_block = kWarpsPerBlock * Outs;
+  const int64_t warps = (out + Outs - 1) / Outs, steps = (in / 8 + 31) / 32;
+  int split = 1;
+  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < 8192) split *= 2;
+  const int64_t per_block = kWarpsPerBlock / split * Outs;
   Bf16GemvKernel<Outs, Rows><<<static_cast<unsigned>((out + per_block - 1) / per_block),
-                               kWarpsPerBlock * 32, 0, stream>>>(w, out, in, x, y);
+                               kWarpsPerBlock * 32, 0, stream>>>(w, out, in, x, y, split);
 }
 
 // Rows as a template argument keeps the accumulators in registers.

@@ -66,20 +66,22 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
 // Fast path for rows whose width is a multiple of 512 and 16-byte aligned: each lane loads 16
 // weights at once, so a warp streams 512 bytes (four scale blocks) per step; unrolling keeps two
 // such loads in flight. With several activation rows a warp takes Outs weight rows, so every
-// activation load from L1 serves Outs weight rows instead of one.
+// activation load from L1 serves Outs weight rows instead of one. With split > 1, that many
+// consecutive warps share the rows and take interleaved 512-column steps (FinishSplitDots).
 template <int Rows, int Outs>
 __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                   int64_t out, int64_t in, const float* __restrict__ x,
-                                  float* __restrict__ y, GroupStrides g) {
+                                  float* __restrict__ y, GroupStrides g, int split) {
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   w += blockIdx.y * g.w;
   scale += blockIdx.y * g.scale;
   x += blockIdx.y * g.x;
   y += blockIdx.y * g.y;
-  const int lane = threadIdx.x & 31;
+  __shared__ float red[kWarpsPerBlock * Outs * Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t o0 =
-      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * Outs;
-  if (o0 >= out) return;
+      (static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split) * Outs;
+  const bool active = o0 < out;
   const int64_t scale_cols = in / 128;
   const uint8_t* sr = scale + (o0 / 128) * scale_cols;
   const uint4* wr[Outs];
@@ -95,7 +97,7 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
     for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
   }
 #pragma unroll 2
-  for (int64_t base = 0; base < in; base += 512) {
+  for (int64_t base = (warp % split) * 512; active && base < in; base += split * 512) {
     const int64_t i0 = base + lane * 16;
     uint4 packed[Outs];
 #pragma unroll
@@ -136,23 +138,27 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
       for (int j = 0; j < Outs; ++j) acc[j][r] += part[j] * s;
     }
   }
-#pragma unroll
-  for (int j = 0; j < Outs; ++j) {
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) {
-      const float v = WarpSum(acc[j][r]);
-      if (lane == 0 && o0 + j < out) y[r * g.y_row + o0 + j] = v;
-    }
-  }
+  FinishSplitDots(acc, split, active, red, [&](int j, int r, float v) {
+    if (o0 + j < out) y[r * g.y_row + o0 + j] = v;
+  });
 }
 
+// Warps in flight that keep the H200's SMs streaming (64 resident per SM).
+constexpr int64_t kTargetWarps = 8192;
+
+// Splits each warp's columns over up to 8 warps while the product has fewer than kTargetWarps
+// warps: a short product (wq_a, the shared expert, wkv) is otherwise latency-bound, each warp
+// with only a few loads in flight.
 template <int Rows, int Outs>
 void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                 float* y, int groups, GroupStrides g, cudaStream_t stream) {
-  const int64_t blocks = (out + kWarpsPerBlock * Outs - 1) / (kWarpsPerBlock * Outs);
+  const int64_t warps = (out + Outs - 1) / Outs * groups, steps = in / 512;
+  int split = 1;
+  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
+  const int64_t per_block = kWarpsPerBlock / split * Outs;
   Fp8GemvWideKernel<Rows, Outs>
-      <<<dim3(static_cast<unsigned>(blocks), groups), 32 * kWarpsPerBlock, 0, stream>>>(
-          w, scale, out, in, x, y, g);
+      <<<dim3(static_cast<unsigned>((out + per_block - 1) / per_block), groups),
+         32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in, x, y, g, split);
 }
 
 template <int Rows>
