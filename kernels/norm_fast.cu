@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One Sinkhorn half-step: every row (Rows) or every column of C divided by its sum + eps.
+// One Sinkhorn half-step on thread-held C: every row (Rows) or column divided by its sum + eps.
 template <int N, bool Rows>
 __device__ __forceinline__ void Normalize(float (&C)[N][N], float eps) {
 #pragma unroll
@@ -110,88 +110,172 @@ __device__ __forceinline__ void Normalize(float (&C)[N][N], float eps) {
   }
 }
 
-// Block (row, chunk): thread 0 turns the row's dots into pre/post/comb (Sinkhorn on N x N is a
-// few hundred flops, cheaper to redo per block than to launch for; N is a template argument so
-// the matrix lives in registers), then the collapse.
+// The combination matrix from the row's dots d (already scaled by the norm's inv): a row softmax
+// + eps, a column normalisation, then iters - 1 row + column rounds — the CPU backend's sequence.
+// With N * N <= 32 lane i * N + j holds C[i][j] and gathers its row or column by shuffles in the
+// serial order, so the sums round exactly as one thread's would; wider matrices take lane 0.
 template <int N>
-__global__ void __launch_bounds__(kThreads)
+__device__ void Sinkhorn(const float* d, float inv, const HyperWeights& w, float eps, int iters,
+                         float* comb) {
+  const int lane = threadIdx.x & 31;
+  iters = iters > 1 ? iters : 1;
+  if constexpr (N * N <= 32) {
+    const int i = lane / N, j = lane % N, e = lane < N * N ? lane : 0;
+    const auto row_sum = [&](float c) {
+      float s = 0;
+#pragma unroll
+      for (int b = 0; b < N; ++b) s += __shfl_sync(0xffffffffu, c, (i * N + b) & 31);
+      return s;
+    };
+    float c = d[2 * N + e] * inv * w.scale[2] + w.base[2 * N + e], mx = -INFINITY;
+#pragma unroll
+    for (int b = 0; b < N; ++b) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, (i * N + b) & 31));
+    c = expf(c - mx);
+    c = c * (1.0f / row_sum(c)) + eps;
+    for (int it = 0; it < iters; ++it) {
+      if (it > 0) c *= 1.0f / (row_sum(c) + eps);
+      float s = 0;
+#pragma unroll
+      for (int a = 0; a < N; ++a) s += __shfl_sync(0xffffffffu, c, (a * N + j) & 31);
+      c *= 1.0f / (s + eps);
+    }
+    if (lane < N * N) comb[lane] = c;
+  } else if (lane == 0) {
+    float C[N][N];
+#pragma unroll
+    for (int a = 0; a < N; ++a) {
+      float mx = -INFINITY, s = 0;
+#pragma unroll
+      for (int b = 0; b < N; ++b) {
+        C[a][b] = d[2 * N + a * N + b] * inv * w.scale[2] + w.base[2 * N + a * N + b];
+        mx = fmaxf(mx, C[a][b]);
+      }
+#pragma unroll
+      for (int b = 0; b < N; ++b) s += (C[a][b] = expf(C[a][b] - mx));
+      const float r = 1.0f / s;
+#pragma unroll
+      for (int b = 0; b < N; ++b) C[a][b] = C[a][b] * r + eps;
+    }
+    for (int it = 0; it < iters; ++it) {
+      if (it > 0) Normalize<N, true>(C, eps);
+      Normalize<N, false>(C, eps);
+    }
+#pragma unroll
+    for (int a = 0; a < N; ++a) {
+#pragma unroll
+      for (int b = 0; b < N; ++b) comb[a * N + b] = C[a][b];
+    }
+  }
+}
+
+constexpr int kCollapseThreads = 512;
+
+// One block per row. Warp 0 adds the dots' slices (in a fixed order) and forms pre and post,
+// then the Sinkhorn combination while the other warps collapse the streams with pre (Head: the
+// HC head's n-weight form, all warps collapse). With `normed`, the block then applies the next
+// RMSNorm to its collapsed row, so the layer's input norm costs no launch of its own, and with
+// `normed_fp8` also writes the normed row's FP8 round trip (QdqFp8Rows' rounding) for the FP8
+// products that read it.
+template <int N, bool Head>
+__global__ void __launch_bounds__(kCollapseThreads)
     HyperCollapseKernel(HyperWeights w, const float* streams, const float* dots, int64_t dim,
                         float norm_eps, float hc_eps, int iters, float* post, float* comb,
-                        float* collapsed) {
-  constexpr int kMix = (2 + N) * N;
+                        float* collapsed, const float* norm_weight, float* normed,
+                        float* normed_fp8) {
+  constexpr int kMix = Head ? N : (2 + N) * N;
+  __shared__ float d[kMix + 1];
   __shared__ float pre[N];
+  __shared__ float partial[kCollapseThreads / 32];
   const int64_t row = blockIdx.x;
-  if (threadIdx.x == 0) {
-    float d[kMix + 1];
-#pragma unroll
-    for (int k = 0; k <= kMix; ++k) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp == 0) {
+    for (int k = lane; k <= kMix; k += 32) {
       const float* slices = dots + (row * (kMix + 1) + k) * kHyperSlices;
       float sum = 0;
 #pragma unroll
       for (int z = 0; z < kHyperSlices; ++z) sum += slices[z];
       d[k] = sum;
     }
+    __syncwarp();
     const float inv = rsqrtf(d[kMix] / static_cast<float>(N * dim) + norm_eps);
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      pre[k] = 1.0f / (1.0f + expf(-(d[k] * inv * w.scale[0] + w.base[k]))) + hc_eps;
-    }
-    if (blockIdx.y == 0) {
-      float C[N][N];
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        post[row * N + k] = 2.0f / (1.0f + expf(-(d[N + k] * inv * w.scale[1] + w.base[N + k])));
-      }
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        float mx = -INFINITY, s = 0;
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          C[i][j] = d[2 * N + i * N + j] * inv * w.scale[2] + w.base[2 * N + i * N + j];
-          mx = fmaxf(mx, C[i][j]);
-        }
-#pragma unroll
-        for (int j = 0; j < N; ++j) s += (C[i][j] = expf(C[i][j] - mx));
-        const float r = 1.0f / s;
-#pragma unroll
-        for (int j = 0; j < N; ++j) C[i][j] = C[i][j] * r + hc_eps;
-      }
-      for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {
-        if (it > 0) Normalize<N, true>(C, hc_eps);
-        Normalize<N, false>(C, hc_eps);
-      }
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-#pragma unroll
-        for (int j = 0; j < N; ++j) comb[(row * N + i) * N + j] = C[i][j];
+    if (lane < N) {
+      pre[lane] = 1.0f / (1.0f + expf(-(d[lane] * inv * w.scale[0] + w.base[lane]))) + hc_eps;
+      if (!Head) {
+        post[row * N + lane] =
+            2.0f / (1.0f + expf(-(d[N + lane] * inv * w.scale[1] + w.base[N + lane])));
       }
     }
   }
   __syncthreads();
+  const int first = Head ? 0 : 32;
+  if constexpr (!Head) {
+    if (warp == 0) {
+      const float inv = rsqrtf(d[kMix] / static_cast<float>(N * dim) + norm_eps);
+      Sinkhorn<N>(d, inv, w, hc_eps, iters, comb + row * N * N);
+    }
+  }
   const float* X = streams + row * N * dim;
-  const int64_t c = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
-  if (c >= dim) return;
-  float s = 0;
+  float* out = collapsed + row * dim;
+  float ss = 0;
+  if (static_cast<int>(threadIdx.x) >= first) {
+    for (int64_t c = threadIdx.x - first; c < dim; c += kCollapseThreads - first) {
+      float s = 0;
 #pragma unroll
-  for (int k = 0; k < N; ++k) s += pre[k] * X[k * dim + c];
-  collapsed[row * dim + c] = s;
+      for (int k = 0; k < N; ++k) s += pre[k] * X[k * dim + c];
+      out[c] = s;
+      ss += s * s;
+    }
+  }
+  if (normed == nullptr) return;
+  ss = WarpSum(ss);
+  if (lane == 0) partial[warp] = ss;
+  __syncthreads();  // also makes every thread's collapsed values visible to the block
+  float total = 0;
+#pragma unroll
+  for (int k = 0; k < kCollapseThreads / 32; ++k) total += partial[k];
+  const float inv = rsqrtf(total / static_cast<float>(dim) + norm_eps);
+  // A warp per 128-wide block, so the FP8 round trip's block amax is a warp reduction.
+  for (int64_t b0 = warp * 128; b0 < dim; b0 += kCollapseThreads / 32 * 128) {
+    float v[4], amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t c = b0 + lane * 4 + k;
+      v[k] = c < dim ? out[c] * inv * (norm_weight ? norm_weight[c] : 1.0f) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[k]));
+    }
+    int e = 0;
+    if (normed_fp8) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      }
+      e = E4M3ScaleExponent(amax, kActAmaxFloor);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t c = b0 + lane * 4 + k;
+      if (c >= dim) continue;
+      normed[row * dim + c] = v[k];
+      if (normed_fp8) normed_fp8[row * dim + c] = QdqE4M3(v[k], e);
+    }
+  }
 }
 
 // The collapse kernel instantiated for n = N, or the next N up to 6.
-template <int N>
+template <int N, bool Head>
 void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* dots, int64_t rows,
                     int64_t dim, float norm_eps, float hc_eps, int iters, float* post, float* comb,
-                    float* collapsed, cudaStream_t s) {
+                    float* collapsed, const float* norm_weight, float* normed, float* normed_fp8,
+                    cudaStream_t s) {
   if constexpr (N < 6) {
     if (n != N) {
-      return LaunchCollapse<N + 1>(n, w, streams, dots, rows, dim, norm_eps, hc_eps, iters, post,
-                                   comb, collapsed, s);
+      return LaunchCollapse<N + 1, Head>(n, w, streams, dots, rows, dim, norm_eps, hc_eps, iters,
+                                         post, comb, collapsed, norm_weight, normed, normed_fp8, s);
     }
   }
-  const dim3 grid(static_cast<unsigned>(rows),
-                  static_cast<unsigned>((dim + kThreads - 1) / kThreads));
-  HyperCollapseKernel<N><<<grid, kThreads, 0, s>>>(w, streams, dots, dim, norm_eps, hc_eps, iters,
-                                                   post, comb, collapsed);
+  HyperCollapseKernel<N, Head><<<static_cast<unsigned>(rows), kCollapseThreads, 0, s>>>(
+      w, streams, dots, dim, norm_eps, hc_eps, iters, post, comb, collapsed, norm_weight, normed,
+      normed_fp8);
 }
 
 }  // namespace
@@ -206,7 +290,8 @@ int RmsNormFast(const float* x, const float* weight, int64_t rows, int64_t dim, 
 
 int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
                  float norm_eps, float hc_eps, int sinkhorn_iters, float* post, float* comb,
-                 float* collapsed, float* scratch, void* stream) {
+                 float* collapsed, float* scratch, void* stream, const float* norm_weight,
+                 float* normed, float* normed_fp8) {
   if (n < 1 || n > 6 || (n * dim) % 4 != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -219,8 +304,21 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
     HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices), kThreads, 0, s>>>(
         w.fn, streams, n * dim, mix, scratch);
   }
-  LaunchCollapse<1>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters, post, comb,
-                    collapsed, s);
+  LaunchCollapse<1, false>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters,
+                           post, comb, collapsed, norm_weight, normed, normed_fp8, s);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int HyperHeadFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
+                  float norm_eps, float hc_eps, float* collapsed, float* scratch, void* stream,
+                  const float* norm_weight, float* normed, float* normed_fp8) {
+  if (n < 1 || n > 6 || (n * dim) % 4 != 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), n + 1, kHyperSlices), kThreads, 0, s>>>(
+      w.fn, streams, n * dim, n, scratch);
+  LaunchCollapse<1, true>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, 0, nullptr, nullptr,
+                          collapsed, norm_weight, normed, normed_fp8, s);
   return static_cast<int>(cudaGetLastError());
 }
 

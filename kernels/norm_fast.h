@@ -19,9 +19,20 @@ constexpr int kHyperSlices = 16;
 
 /// HyperPre's math (kernels/ops.h) in two launches: the (2 + n) * n mixing dots and the sum of
 /// squares of every row spread over blocks, then Sinkhorn and the collapse. `scratch` holds
-/// rows * ((2 + n) * n + 1) * kHyperSlices floats. n <= 6.
+/// rows * ((2 + n) * n + 1) * kHyperSlices floats. n <= 6. With `normed` (else null) the second
+/// launch also writes normed = RmsNorm(collapsed, norm_eps) * norm_weight (null: unweighted), the
+/// block's input norm, and with `normed_fp8` that row's FP8 round trip, as QdqFp8Rows
+/// (kernels/forward_glue.h) would round it.
 int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
                  float norm_eps, float hc_eps, int sinkhorn_iters, float* post, float* comb,
-                 float* collapsed, float* scratch, void* stream);
+                 float* collapsed, float* scratch, void* stream, const float* norm_weight = nullptr,
+                 float* normed = nullptr, float* normed_fp8 = nullptr);
+
+/// HyperHead's math (kernels/ops.h) the same way, with the final norm fused as above. `scratch`
+/// holds rows * (n + 1) * kHyperSlices floats.
+int HyperHeadFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
+                  float norm_eps, float hc_eps, float* collapsed, float* scratch, void* stream,
+                  const float* norm_weight = nullptr, float* normed = nullptr,
+                  float* normed_fp8 = nullptr);
 
 }  // namespace deepinfer::kernels

@@ -14,6 +14,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/quant.h"
 #include "kernels/cuda_available.h"
+#include "kernels/forward_glue.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
@@ -42,7 +43,7 @@ class DecodeKernelsGpuTest : public ::testing::Test {
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
 };
 
-TEST_F(DecodeKernelsGpuTest, RmsNormAndHyperPre) {
+TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
   for (auto [rows, dim] : {std::pair<int64_t, int64_t>{3, 4096}, {5, 100}, {1, 1}}) {
     const auto x = Random(rows * dim, 3.0f), w = Random(dim);
     std::vector<float> want(rows * dim);
@@ -52,27 +53,58 @@ TEST_F(DecodeKernelsGpuTest, RmsNormAndHyperPre) {
     ASSERT_EQ(kernels::RmsNormFast(dx.get(), dw.get(), rows, dim, 1e-6f, dy.get(), nullptr), 0);
     ExpectClose(dy.ToHost(), want, 1e-5f, "RmsNormFast");
   }
-  const int n = 4;
-  // Three rows take the sliced reductions, 70 the row-blocked ones (the last block partial).
-  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{3, 64}, {3, 300}, {3, 4096}, {70, 256}}) {
-    const int64_t flat = n * dim, mix = (2 + n) * n;
+  // Three rows take the sliced reductions, 70 the row-blocked ones (the last block partial); n = 6
+  // takes the one-lane Sinkhorn, n <= 5 the shuffled one.
+  struct Shape {
+    int n;
+    int64_t rows, dim;
+  };
+  for (const Shape& sh : {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 70, 256},
+                          Shape{2, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}}) {
+    const int n = sh.n;
+    const int64_t rows = sh.rows, dim = sh.dim, flat = n * dim, mix = (2 + n) * n;
     const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
-    const auto streams = Random(rows * flat);
-    std::vector<float> post(rows * n), comb(rows * n * n), col(rows * dim);
+    const auto streams = Random(rows * flat), norm_w = Random(dim);
+    std::vector<float> post(rows * n), comb(rows * n * n), col(rows * dim), normed(rows * dim);
     cpu_->HyperPre(hw, streams.data(), rows, n, dim, 1e-6f, 1e-6f, 20, post.data(), comb.data(),
                    col.data());
-    DeviceVector<float> fn(hw.fn), base(hw.base), scale(hw.scale), ds(streams);
+    cpu_->RmsNorm(col.data(), norm_w.data(), rows, dim, 1e-6f, normed.data());
+    DeviceVector<float> fn(hw.fn), base(hw.base), scale(hw.scale), ds(streams), dw(norm_w);
     auto dpost = DeviceVector<float>::Poisoned(rows * n);
     auto dcomb = DeviceVector<float>::Poisoned(rows * n * n);
     auto dcol = DeviceVector<float>::Poisoned(rows * dim);
+    auto dnormed = DeviceVector<float>::Poisoned(rows * dim);
+    auto dnormed8 = DeviceVector<float>::Poisoned(rows * dim);
     auto scratch = DeviceVector<float>::Poisoned(rows * (mix + 1) * kernels::kHyperSlices);
-    ASSERT_EQ(kernels::HyperPreFast({fn.get(), base.get(), scale.get()}, ds.get(), rows, n, dim,
-                                    1e-6f, 1e-6f, 20, dpost.get(), dcomb.get(), dcol.get(),
-                                    scratch.get(), nullptr),
-              0);
+    ASSERT_EQ(
+        kernels::HyperPreFast({fn.get(), base.get(), scale.get()}, ds.get(), rows, n, dim, 1e-6f,
+                              1e-6f, 20, dpost.get(), dcomb.get(), dcol.get(), scratch.get(),
+                              nullptr, dw.get(), dnormed.get(), dnormed8.get()),
+        0);
     ExpectClose(dpost.ToHost(), post, 1e-5f, "HyperPreFast post");
     ExpectClose(dcomb.ToHost(), comb, 1e-5f, "HyperPreFast comb");
     ExpectClose(dcol.ToHost(), col, 1e-5f, "HyperPreFast collapsed");
+    ExpectClose(dnormed.ToHost(), normed, 1e-5f, "HyperPreFast normed");
+    // The FP8 round trip written beside it is QdqFp8Rows' of the normed values, bit for bit.
+    auto want8 = DeviceVector<float>::Poisoned(rows * dim);
+    ASSERT_EQ(kernels::QdqFp8Rows(dnormed.get(), rows, dim, want8.get(), nullptr), 0);
+    ExpectClose(dnormed8.ToHost(), want8.ToHost(), 0.0f, "HyperPreFast normed FP8");
+
+    // The head: n mixing weights, pre only, the final norm fused.
+    const HyperHeadWeights hh{Random(n * flat, 0.1f), Random(n), Random(1)};
+    std::vector<float> head(rows * dim), head_normed(rows * dim);
+    cpu_->HyperHead(hh, streams.data(), rows, n, dim, 1e-6f, 1e-6f, head.data());
+    cpu_->RmsNorm(head.data(), norm_w.data(), rows, dim, 1e-6f, head_normed.data());
+    DeviceVector<float> hfn(hh.fn), hbase(hh.base), hscale(hh.scale);
+    auto dhead = DeviceVector<float>::Poisoned(rows * dim);
+    ASSERT_EQ(kernels::HyperHeadFast({hfn.get(), hbase.get(), hscale.get()}, ds.get(), rows, n, dim,
+                                     1e-6f, 1e-6f, dhead.get(), scratch.get(), nullptr, dw.get(),
+                                     dnormed.get(), dnormed8.get()),
+              0);
+    ExpectClose(dhead.ToHost(), head, 1e-5f, "HyperHeadFast collapsed");
+    ExpectClose(dnormed.ToHost(), head_normed, 1e-5f, "HyperHeadFast normed");
+    ASSERT_EQ(kernels::QdqFp8Rows(dnormed.get(), rows, dim, want8.get(), nullptr), 0);
+    ExpectClose(dnormed8.ToHost(), want8.ToHost(), 0.0f, "HyperHeadFast normed FP8");
   }
 }
 

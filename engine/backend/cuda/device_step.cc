@@ -33,15 +33,20 @@ constexpr int kGemvRows = 8;
 // y = x W^T for a dense weight. FP8 weights take the activations rounded through FP8 (the
 // reference numerics): up to kGemvMaxRows rows as fp32 values in `act` for the GEMV (fp32 sums),
 // above as e4m3 bytes with their scales for cuBLASLt's tensor cores (which accumulate with fewer
-// bits). bf16 weights take the activations as they are, summed in fp32.
-int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s) {
+// bits). bf16 weights take the activations as they are, summed in fp32. (Rounding inside the
+// GEMV instead was measured 2-3x slower: every warp redoes the whole row's rounding.)
+// x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
+int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
+          const float* x_fp8 = nullptr) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
   if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // e4m3 bytes: the same rounding
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
                                  p.buf.act8_scale, rows, y, s);
   }
-  if (fp8) {
+  if (fp8 && x_fp8) {
+    x = x_fp8;
+  } else if (fp8) {
     DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
     x = p.buf.act;
   }
@@ -60,6 +65,11 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
   return 0;
 }
 
+// Dense of the block's normed input b.x, whose FP8 round trip HyperPreNorm left in b.xq.
+int DenseOfInput(const StepPlan& p, const DeviceLinear& w, int rows, float* y, void* s) {
+  return Dense(p, w, p.buf.x, rows, y, s, p.buf.xq);
+}
+
 int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
          float* y, void* s) {
   const float eps = static_cast<float>(p.cfg->rms_norm_eps);
@@ -67,17 +77,39 @@ int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, i
                      : kernels::RmsNormFast(x, weight, rows, dim, eps, y, s);
 }
 
-int HyperPre(const StepPlan& p, const kernels::HyperWeights& w, const float* streams, int rows,
-             void* s) {
+// The mHC pre-mix of `streams` into b.h, then `norm` (the block's input norm) of it into b.x and
+// b.x's FP8 round trip into b.xq (what the FP8 products and experts read); the fast path does it
+// all in one launch after the dots.
+int HyperPreNorm(const StepPlan& p, const kernels::HyperWeights& w, const float* streams,
+                 const float* norm, int rows, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
   const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
   if (p.cpu_order) {
-    return kernels::HyperPre(w, streams, rows, c.hc_mult, c.hidden_size, eps, hc_eps,
-                             c.hc_sinkhorn_iters, b.post, b.comb, b.h, s);
+    DI_CUDA_TRY(kernels::HyperPre(w, streams, rows, c.hc_mult, c.hidden_size, eps, hc_eps,
+                                  c.hc_sinkhorn_iters, b.post, b.comb, b.h, s));
+    DI_CUDA_TRY(Norm(p, b.h, norm, rows, c.hidden_size, b.x, s));
+    return kernels::QdqFp8Rows(b.x, rows, c.hidden_size, b.xq, s);
   }
   return kernels::HyperPreFast(w, streams, rows, c.hc_mult, c.hidden_size, eps, hc_eps,
-                               c.hc_sinkhorn_iters, b.post, b.comb, b.h, b.hc_scratch, s);
+                               c.hc_sinkhorn_iters, b.post, b.comb, b.h, b.hc_scratch, s, norm, b.x,
+                               b.xq);
+}
+
+// The HC head's collapse of b.X and the final norm, into b.x (and b.xq as above).
+int HeadNorm(const StepPlan& p, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const DeviceModel& m = *p.model;
+  const StepBuffers& b = p.buf;
+  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
+  if (p.cpu_order) {
+    DI_CUDA_TRY(
+        kernels::HyperHead(m.hc_head, b.X, rows, c.hc_mult, c.hidden_size, eps, hc_eps, b.h, s));
+    DI_CUDA_TRY(Norm(p, b.h, m.norm, rows, c.hidden_size, b.x, s));
+    return kernels::QdqFp8Rows(b.x, rows, c.hidden_size, b.xq, s);
+  }
+  return kernels::HyperHeadFast(m.hc_head, b.X, rows, c.hc_mult, c.hidden_size, eps, hc_eps, b.h,
+                                b.hc_scratch, s, m.norm, b.x, b.xq);
 }
 
 // A compressor's step: project, pool the windows that close, then normalise, rotate (RoPE at the
@@ -88,8 +120,8 @@ int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
              const DeviceLayerCache& cache, int rows, void* s) {
   const StepBuffers& b = p.buf;
   const int proj = c.shape.proj(), width = c.shape.width;
-  DI_CUDA_TRY(Dense(p, c.wkv, b.x, rows, b.comp_kv, s));
-  DI_CUDA_TRY(Dense(p, c.wgate, b.x, rows, b.comp_gate, s));
+  DI_CUDA_TRY(DenseOfInput(p, c.wkv, rows, b.comp_kv, s));
+  DI_CUDA_TRY(DenseOfInput(p, c.wgate, rows, b.comp_gate, s));
   DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
                                       p.in.seg_begin, rows, p.in.slot, kv_state, gate_state,
                                       b.pooled, b.emitted, s));
@@ -112,7 +144,7 @@ int SelectRows(const StepPlan& p, const DeviceLayer& L, const RatioInputs& r,
   DI_CUDA_TRY(kernels::Rope(b.iq, rows, heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false, s));
   DI_CUDA_TRY(
       kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s));
-  DI_CUDA_TRY(Dense(p, L.index_weights_proj, b.x, rows, b.iw, s));
+  DI_CUDA_TRY(DenseOfInput(p, L.index_weights_proj, rows, b.iw, s));
   const float scale =
       1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
   DI_CUDA_TRY(kernels::ScaleFloats(b.iw, int64_t{rows} * heads, scale, s));
@@ -129,12 +161,12 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   const RatioInputs& r = p.in.ratios[cache.ratio_index];
   const int H = c.num_heads, D = c.head_dim, rd = c.rope_dim;
   const int64_t qr = c.q_lora_rank;
-  DI_CUDA_TRY(Dense(p, L.wq_a, b.x, rows, b.q_lat, s));
+  DI_CUDA_TRY(DenseOfInput(p, L.wq_a, rows, b.q_lat, s));
   DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
   DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
   DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
   DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
-  DI_CUDA_TRY(Dense(p, L.wkv, b.x, rows, b.kv, s));
+  DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
   DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
   DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
   // Into the ring first: the query's window includes its own row.
@@ -203,7 +235,6 @@ int CudaCoreExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
   const int64_t d = c.hidden_size, inter = c.moe_intermediate_size;
   const int64_t pairs = int64_t{rows} * c.num_experts_per_tok;
   const float limit = static_cast<float>(c.swiglu_limit);
-  DI_CUDA_TRY(kernels::QdqFp8Rows(b.x, rows, d, b.xq, s));
   if (p.cpu_order) {
     DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w1, L.s1, inter, d, b.up, capacity, b.xq, b.pair_g,
                                            b.n_live, s));
@@ -251,7 +282,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t d = c.hidden_size, pairs = int64_t{rows} * K;
   const float limit = static_cast<float>(c.swiglu_limit);
-  DI_CUDA_TRY(Dense(p, L.gate, b.x, rows, b.gate_logits, s));
+  DI_CUDA_TRY(DenseOfInput(p, L.gate, rows, b.gate_logits, s));
   kernels::RouterParams rp;
   rp.experts = E;
   rp.top_k = K;
@@ -270,8 +301,8 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
     DI_CUDA_TRY(CudaCoreExperts(p, L, rows, capacity, group_rows, s));
   }
   if (L.has_shared) {
-    DI_CUDA_TRY(Dense(p, L.shared_w1, b.x, rows, b.sg, s));
-    DI_CUDA_TRY(Dense(p, L.shared_w3, b.x, rows, b.su, s));
+    DI_CUDA_TRY(DenseOfInput(p, L.shared_w1, rows, b.sg, s));
+    DI_CUDA_TRY(DenseOfInput(p, L.shared_w3, rows, b.su, s));
     DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
     DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
   }
@@ -299,23 +330,19 @@ int EnqueueStep(const StepPlan& p, int rows, void* s) {
   const StepBuffers& b = p.buf;
   const int n = c.hc_mult;
   const int64_t d = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
   DI_CUDA_TRY(kernels::EmbedRows(reinterpret_cast<const uint16_t*>(m.embed.data), p.in.tokens, rows,
                                  d, n, b.X, s));
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const DeviceLayer& L = m.layers[l];
-    DI_CUDA_TRY(HyperPre(p, L.hc_attn, b.X, rows, s));
-    DI_CUDA_TRY(Norm(p, b.h, L.attn_norm, rows, d, b.x, s));
+    DI_CUDA_TRY(HyperPreNorm(p, L.hc_attn, b.X, L.attn_norm, rows, s));
     DI_CUDA_TRY(AttentionBlock(p, L, p.caches[l], rows, s));
     DI_CUDA_TRY(kernels::HyperPost(b.X, b.y, b.post, b.comb, rows, n, d, b.X2, s));
-    DI_CUDA_TRY(HyperPre(p, L.hc_ffn, b.X2, rows, s));
-    DI_CUDA_TRY(Norm(p, b.h, L.ffn_norm, rows, d, b.x, s));
+    DI_CUDA_TRY(HyperPreNorm(p, L.hc_ffn, b.X2, L.ffn_norm, rows, s));
     DI_CUDA_TRY(MoeBlock(p, L, rows, s));
     DI_CUDA_TRY(kernels::HyperPost(b.X2, b.y, b.post, b.comb, rows, n, d, b.X, s));
   }
-  DI_CUDA_TRY(kernels::HyperHead(m.hc_head, b.X, rows, n, d, eps, hc_eps, b.h, s));
-  DI_CUDA_TRY(Norm(p, b.h, m.norm, rows, d, b.x, s));
-  return Dense(p, m.head, b.x, rows, b.logits, s);
+  DI_CUDA_TRY(HeadNorm(p, rows, s));
+  return DenseOfInput(p, m.head, rows, b.logits, s);
 }
 
 }  // namespace deepinfer
