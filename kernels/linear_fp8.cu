@@ -146,15 +146,29 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
 // Warps in flight that keep the H200's SMs streaming (64 resident per SM).
 constexpr int64_t kTargetWarps = 8192;
 
-// Splits each warp's columns over up to 8 warps while the product has fewer than kTargetWarps
-// warps: a short product (wq_a, the shared expert, wkv) is otherwise latency-bound, each warp
-// with only a few loads in flight.
+// Weight rows per warp for one activation row: more rows per warp amortise the activation loads
+// (measured on the H200: 1.5 -> 2.7 TB/s at one row), as long as 2,048 warps remain to keep the
+// SMs streaming (bench/RESULTS-gpu.md, "FP8 block-scaled GEMV").
+int OutsForOneRow(int64_t rows_all) {
+  return rows_all / 4 >= 2048 ? 4 : rows_all / 2 >= 2048 ? 2 : 1;
+}
+
+// The warps each dot's columns are split over: up to 8 while the product at one activation row
+// has fewer than kTargetWarps warps, since a short product (wq_a, the shared expert, wkv) is
+// otherwise latency-bound, each warp with only a few loads in flight. It follows the shape alone,
+// never the number of rows, so a row's sums are the same in any batch of up to 8 rows.
+int ColumnSplit(int64_t out, int64_t in, int groups) {
+  const int64_t rows_all = out * groups, warps = rows_all / OutsForOneRow(rows_all);
+  int split = 1;
+  while (split < kWarpsPerBlock && split * 2 <= in / 512 && warps * split < kTargetWarps)
+    split *= 2;
+  return split;
+}
+
 template <int Rows, int Outs>
 void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                 float* y, int groups, GroupStrides g, cudaStream_t stream) {
-  const int64_t warps = (out + Outs - 1) / Outs * groups, steps = in / 512;
-  int split = 1;
-  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
+  const int split = ColumnSplit(out, in, groups);
   const int64_t per_block = kWarpsPerBlock / split * Outs;
   Fp8GemvWideKernel<Rows, Outs>
       <<<dim3(static_cast<unsigned>((out + per_block - 1) / per_block), groups),
@@ -169,9 +183,7 @@ int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, cons
                     (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (wide) {
-    // More weight rows per warp amortise the activation loads (measured on the H200: 1.5 -> 2.7
-    // TB/s at one row), as long as enough warps remain to keep the SMs streaming: 2,048 warps
-    // for one activation row, 1,024 with several (bench/RESULTS-gpu.md, "FP8 block-scaled GEMV").
+    // As OutsForOneRow; with several activation rows 1,024 warps suffice.
     const int64_t min_warps = Rows == 1 ? 2048 : 1024, rows_all = out * groups;
     if (Rows > 1 && rows_all / 8 >= min_warps) {
       LaunchWide<Rows, 8>(w, scale, out, in, x, y, groups, g, stream);

@@ -292,7 +292,9 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
                  float norm_eps, float hc_eps, int sinkhorn_iters, float* post, float* comb,
                  float* collapsed, float* scratch, void* stream, const float* norm_weight,
                  float* normed, float* normed_fp8) {
-  if (n < 1 || n > 6 || (n * dim) % 4 != 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (n < 1 || n > 6 || (n * dim) % 4 != 0 || (normed_fp8 && !normed)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const int mix = (2 + n) * n;
@@ -312,7 +314,9 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
 int HyperHeadFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
                   float norm_eps, float hc_eps, float* collapsed, float* scratch, void* stream,
                   const float* norm_weight, float* normed, float* normed_fp8) {
-  if (n < 1 || n > 6 || (n * dim) % 4 != 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (n < 1 || n > 6 || (n * dim) % 4 != 0 || (normed_fp8 && !normed)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), n + 1, kHyperSlices), kThreads, 0, s>>>(

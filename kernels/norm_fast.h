@@ -22,7 +22,7 @@ constexpr int kHyperSlices = 16;
 /// rows * ((2 + n) * n + 1) * kHyperSlices floats. n <= 6. With `normed` (else null) the second
 /// launch also writes normed = RmsNorm(collapsed, norm_eps) * norm_weight (null: unweighted), the
 /// block's input norm, and with `normed_fp8` that row's FP8 round trip, as QdqFp8Rows
-/// (kernels/forward_glue.h) would round it.
+/// (kernels/forward_glue.h) would round it (normed_fp8 needs normed).
 int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,
                  float norm_eps, float hc_eps, int sinkhorn_iters, float* post, float* comb,
                  float* collapsed, float* scratch, void* stream, const float* norm_weight = nullptr,

@@ -59,8 +59,9 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
     int n;
     int64_t rows, dim;
   };
-  for (const Shape& sh : {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 70, 256},
-                          Shape{2, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}}) {
+  for (const Shape& sh :
+       {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 70, 256}, Shape{1, 2, 128},
+        Shape{2, 2, 128}, Shape{3, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}}) {
     const int n = sh.n;
     const int64_t rows = sh.rows, dim = sh.dim, flat = n * dim, mix = (2 + n) * n;
     const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
@@ -97,6 +98,9 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
     cpu_->RmsNorm(head.data(), norm_w.data(), rows, dim, 1e-6f, head_normed.data());
     DeviceVector<float> hfn(hh.fn), hbase(hh.base), hscale(hh.scale);
     auto dhead = DeviceVector<float>::Poisoned(rows * dim);
+    for (float* out : {dnormed.get(), dnormed8.get()}) {  // NaN again
+      ASSERT_EQ(cudaMemset(out, 0xff, rows * dim * sizeof(float)), cudaSuccess);
+    }
     ASSERT_EQ(kernels::HyperHeadFast({hfn.get(), hbase.get(), hscale.get()}, ds.get(), rows, n, dim,
                                      1e-6f, 1e-6f, dhead.get(), scratch.get(), nullptr, dw.get(),
                                      dnormed.get(), dnormed8.get()),

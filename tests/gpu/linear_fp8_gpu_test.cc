@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -61,6 +62,14 @@ TEST(LinearFp8GpuTest, MatchesCpuLinear) {
                     1e-4f * (1.0f + std::fabs(ref)) * std::sqrt(static_cast<float>(in)))
             << out << "x" << in << " rows " << rows << " at " << i;
       }
+      // Batch invariance: the first row alone gives the same bits as inside the batch.
+      float* dy1 = Upload(std::vector<float>(out, std::nanf("")));
+      ASSERT_EQ(kernels::Fp8BlockGemv(dw, ds, out, in, dx, 1, dy1, nullptr), 0);
+      std::vector<float> y1(out);
+      ASSERT_EQ(cudaMemcpy(y1.data(), dy1, out * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(std::memcmp(y1.data(), y_gpu.data(), out * 4), 0)
+          << out << "x" << in << ": row 0 alone differs from row 0 of " << rows << " rows";
+      cudaFree(dy1);
       cudaFree(dw);
       cudaFree(ds);
       cudaFree(dx);
