@@ -10,6 +10,12 @@ sink as an extra softmax column, Sinkhorn in 20 iterations, the router's top-k, 
 states pooled at a window end (decode), routed experts in a loop over the experts the batch
 routes to (a static routing: a graph cannot hold a data-dependent loop). One layer's step is captured in a CUDA graph and replayed; prints
 one JSON object per layer kind, batch and context.
+
+--whole-step KINDS (e.g. sliding,csa,hca,csa) times whole decode steps instead, the peer of
+bench_device_forward: the embedding, those layers in sequence, the HC head, the final norm and
+the LM head (--vocab), with --experts routed experts per layer, one graph per step:
+    python3 bench/decode_torch_peer.py --whole-step sliding,csa,hca,csa --experts 32 \
+        --vocab 8192 --batches 1,8,32,64 --contexts 1024
 """
 import argparse
 import json
@@ -42,8 +48,10 @@ def rope(x, cos, sin, inverse=False):
 
 
 class Layer:
-    def __init__(self, csa, batch, context, prefill=False):
-        self.csa, self.B, self.P, self.prefill = csa, batch, context, prefill
+    def __init__(self, kind, batch, context, prefill=False):
+        csa, sliding = kind == "csa", kind == "sliding"
+        self.csa, self.sliding = csa, sliding
+        self.B, self.P, self.prefill = batch, context, prefill
         self.hc_fn = [w(24, HC * H, dtype=torch.float32) for _ in range(2)]
         self.hc_base, self.hc_scale = torch.randn(24, device=dev), torch.randn(3, device=dev)
         self.norm = torch.ones(H, device=dev, dtype=bf)
@@ -55,7 +63,7 @@ class Layer:
         self.sh = [w(INTER, H), w(INTER, H), w(H, INTER)]
         self.experts = [w(E, INTER, H), w(E, INTER, H), w(E, H, INTER)]
         self.sinks = torch.randn(HEADS, device=dev)
-        n_rows = WIN + (min(ITOP, context // 4) if csa else context // 128)
+        n_rows = WIN + (min(ITOP, context // 4) if csa else 0 if sliding else context // 128)
         if prefill:  # one sequence: a pool of rows every token indexes into, as bench_prefill
             compressed = context // 4 if csa else context // 128
             self.pool = torch.randn(batch + compressed, D, device=dev, dtype=bf)
@@ -67,7 +75,7 @@ class Layer:
             self.rows = torch.randn(batch, n_rows, D, device=dev, dtype=bf)
             # Compressor states (kv, gate) of each sequence, pooled at this step's window end:
             # CSA 8 slots (two windows) of 512, its indexer's 8 of 128; HCA 128 of 512.
-            shapes = [(8, D), (8, ID)] if csa else [(128, D)]
+            shapes = [(8, D), (8, ID)] if csa else [] if sliding else [(128, D)]
             self.states = [torch.randn(2, batch, n, width, device=dev) for n, width in shapes]
         if csa:
             self.iwq_b, self.icomp, self.iwp = w(IH * ID, QL), w(4 * ID, H), w(IH, H)
@@ -98,14 +106,15 @@ class Layer:
         return (post.unsqueeze(-1) * y.float().unsqueeze(1) +
                 torch.einsum("bij,bic->bjc", comb, X.float())).to(bf)
 
-    def step(self):
+    def step(self, streams=None):
         B = self.B
-        x, post, comb = self.hc_pre(self.streams, self.hc_fn[0])
+        streams_in = self.streams if streams is None else streams
+        x, post, comb = self.hc_pre(streams_in, self.hc_fn[0])
         xn = rms(x, self.norm)
         qlat = rms(F.linear(xn, self.wq_a))
         q = rope(rms(F.linear(qlat, self.wq_b).view(B, HEADS, D)), self.cos, self.sin)
         kv = rope(rms(F.linear(xn, self.wkv)), self.cos, self.sin)
-        comp = F.linear(xn, self.comp)
+        comp = None if self.sliding else F.linear(xn, self.comp)
         if not self.prefill:
             pooled = [(torch.softmax(g, 1) * kv).sum(1) for kv, g in self.states]
             del pooled
@@ -125,7 +134,7 @@ class Layer:
         o = rope(torch.einsum("bhn,bnd->bhd", p, rows), self.cos, self.sin, inverse=True)
         z = torch.einsum("bgi,goi->bgo", o.reshape(B, G, -1), self.wo_a).reshape(B, -1)
         h = F.linear(z, self.wo_b)
-        streams = self.hc_post(self.streams, h, post, comb)
+        streams = self.hc_post(streams_in, h, post, comb)
         x2, post2, comb2 = self.hc_pre(streams, self.hc_fn[1])
         u = rms(x2, self.norm)
         logits = F.linear(u.float(), self.gate.float())
@@ -145,6 +154,28 @@ class Layer:
             out.index_add_(0, tokens, ye * we.sum(-1, keepdim=True))
         del kv, comp
         return self.hc_post(streams, out.to(bf), post2, comb2)
+
+
+class WholeStep:
+    """bench_device_forward's step: embedding, the layers, HC head, norm and LM head."""
+
+    def __init__(self, kinds, batch, context, vocab):
+        self.layers = [Layer(kind, batch, context) for kind in kinds]
+        self.embed = w(vocab, H)
+        self.tokens = torch.randint(0, vocab, (batch,), device=dev)
+        self.head_fn = w(HC, HC * H, dtype=torch.float32)
+        self.head_base, self.head_scale = torch.randn(HC, device=dev), torch.randn(1, device=dev)
+        self.norm = torch.ones(H, device=dev, dtype=bf)
+        self.head = w(vocab, H)
+
+    def step(self):
+        streams = self.embed[self.tokens].unsqueeze(1).expand(-1, HC, -1).contiguous()
+        for layer in self.layers:
+            streams = layer.step(streams)
+        m = rms(streams.flatten(1).float()) @ self.head_fn.t()
+        pre = torch.sigmoid(m * self.head_scale[0] + self.head_base) + 1e-6
+        x = (pre.unsqueeze(-1) * streams.float()).sum(1).to(bf)
+        return F.linear(rms(x, self.norm), self.head).float()
 
 
 def time_us(fn, reps):
@@ -175,17 +206,35 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prefill", type=int, default=0,
                     help="a chunk of N tokens of one sequence (bench_prefill's peer)")
+    ap.add_argument("--experts", type=int, default=E, help="routed experts per layer")
+    ap.add_argument("--whole-step", default="",
+                    help="layer kinds (sliding, csa, hca) of bench_device_forward's step")
+    ap.add_argument("--vocab", type=int, default=8192, help="LM head rows (--whole-step)")
     args = ap.parse_args()
+    globals()["E"] = args.experts
     torch.manual_seed(1)
+    if args.whole_step:
+        kinds = args.whole_step.split(",")
+        for batch in map(int, args.batches.split(",")):
+            for context in map(int, args.contexts.split(",")):
+                with torch.no_grad():
+                    step = WholeStep(kinds, batch, context, args.vocab)
+                    us = time_us(step.step, args.reps)
+                print(json.dumps({"peer": "torch_bf16_ops", "mode": "whole_step",
+                                  "layers": args.whole_step, "experts": args.experts,
+                                  "batch": batch, "context": context,
+                                  "us_per_step": round(us, 1)}), flush=True)
+                step = None
+                torch.cuda.empty_cache()
+        return
     batches = [args.prefill] if args.prefill else map(int, args.batches.split(","))
     for batch in batches:
         for context in map(int, args.contexts.split(",")):
-            for csa in (True, False):
-                kind = "csa" if csa else "hca"
+            for kind in ("csa", "hca"):
                 mode = "prefill" if args.prefill else "decode"
                 try:
                     with torch.no_grad():
-                        layer = Layer(csa, batch, context, prefill=args.prefill > 0)
+                        layer = Layer(kind, batch, context, prefill=args.prefill > 0)
                         us = time_us(layer.step, args.reps)
                     print(json.dumps({"peer": "torch_bf16_ops", "mode": mode, "layer": kind,
                                       "batch": batch, "context": context,
