@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend against the CPU backend on whole tiny checkpoints: `deepinfer-model logits`
 # with --device cuda and --device cpu, both numerics, prefill in one chunk and decode from position
-# 150; then the device forward (--forward device, one decode step per token, production and
-# CPU-order kernels) on a checkpoint with the production kernels' shapes against the CPU's prefill.
+# 150; then the device forward (--forward device: decode steps, then prompt chunks of 64, 100 and
+# 136 tokens; production and CPU-order kernels) on a checkpoint with the production kernels'
+# shapes against the CPU's prefill.
 # Prints the per-position relative error (max, p99) and argmax agreement. Run on the GPU host
 # (docs/gpu.md): bench/gpu_agreement.sh [BIN_DIR]   (BIN_DIR defaults to the PATH).
 set -euo pipefail
@@ -45,8 +46,10 @@ kernel_shaped="--seed 14 --hidden 512 --heads 16 --head-dim 512 --rope-dim 64 --
 model make-tiny --out "$dir" --quantize fp8-fp4 $kernel_shaped >/dev/null
 model logits --model "$dir" --tokens "$tokens" --numerics reference --out "$work/cpu.npy" >/dev/null
 for kernels in production cpu-order; do
-  model logits --model "$dir" --tokens "$tokens" --numerics reference --device cuda \
-    --forward device --kernels "$kernels" --out "$work/cuda.npy" >/dev/null
-  printf '%-32s %-9s %-7s ' "kernel-shaped, seed 14" reference "device forward, $kernels"
-  compare "$work/cuda.npy" "$work/cpu.npy"
+  for plan in "--decode-from 1" "--chunks 64,100,136"; do  # decode steps; prompt chunks
+    model logits --model "$dir" --tokens "$tokens" --numerics reference --device cuda \
+      --forward device --kernels "$kernels" $plan --out "$work/cuda.npy" >/dev/null
+    printf '%-32s %-9s %-7s ' "kernel-shaped, seed 14" reference "device forward, $kernels, $plan"
+    compare "$work/cuda.npy" "$work/cpu.npy"
+  done
 done

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   int32_t* out = row_index + offsets[q];
   const int64_t first = WindowFirst(a, q), n_window = a.pos[q] - first + 1;
   for (int64_t i = threadIdx.x; i < n_window; i += kThreads)
-    out[i] = a.ring_row[q] + static_cast<int32_t>((first + i) % a.window);
+    out[i] = a.ring_row[q] + static_cast<int32_t>((first + i) % (a.ring > 0 ? a.ring : a.window));
   const int64_t n_comp = CompressedCount(a, q);
   const int32_t* pages = a.page_table + q * a.pages_per_query;
   for (int64_t i = threadIdx.x; i < n_comp; i += kThreads) {
@@ -66,9 +66,10 @@ __global__ void __launch_bounds__(kThreads)
 
 int BuildAttentionRows(const AttentionRowsArgs& a, int64_t* offsets, int32_t* row_index,
                        void* stream) {
-  if (a.queries < 0 || a.queries > 0x7fffffffll || a.window < 1 || a.page_rows < 1 ||
-      a.pages_per_query < 1 || (a.selected != nullptr && a.top_k < 1) || !a.pos || !a.ring_row ||
-      !a.visible || !a.page_table) {
+  if (a.queries < 0 || a.queries > 0x7fffffffll || a.window < 1 ||
+      (a.ring != 0 && a.ring < a.window) || a.page_rows < 1 || a.pages_per_query < 1 ||
+      (a.selected != nullptr && a.top_k < 1) || !a.pos || !a.ring_row || !a.visible ||
+      !a.page_table) {
     return cudaErrorInvalidValue;
   }
   if (a.queries == 0) return 0;

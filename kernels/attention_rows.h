@@ -15,11 +15,12 @@ struct AttentionRowsArgs {
   const int64_t* pos = nullptr;          // [queries] the query's position
   const int64_t* window_from = nullptr;  // [queries] first position its ring holds; null: 0
   const int32_t* ring_row = nullptr;     // [queries] pool row of ring slot 0 (window rows)
-  int window = 0;                        // ring slots; position p sits in slot p % window
-  const int32_t* visible = nullptr;      // [queries] compressed rows the query may see
-  const int32_t* selected = nullptr;     // [queries, top_k] the indexer's picks (CSA), or null
-  int top_k = 0;                         //   (HCA: every visible row, in order)
-  const int32_t* page_table = nullptr;   // [queries, pages_per_query] pool pages of its rows
+  int window = 0;                        // window positions a query reads
+  int ring = 0;  // ring slots (>= window; 0: window); position p sits in slot p % ring
+  const int32_t* visible = nullptr;     // [queries] compressed rows the query may see
+  const int32_t* selected = nullptr;    // [queries, top_k] the indexer's picks (CSA), or null
+  int top_k = 0;                        //   (HCA: every visible row, in order)
+  const int32_t* page_table = nullptr;  // [queries, pages_per_query] pool pages of its rows
   int64_t pages_per_query = 0;
   int page_rows =
       0;  // compressed row j: pool row page_table[j / page_rows] * page_rows + j % page_rows

@@ -4,7 +4,8 @@
 // one joins late, so steps of 2 and 3 rows (a padded bucket) replay their CUDA graphs — cover
 // ring wrap-around, CSA selection among more rows than top-k, and HCA rows. With CPU-order
 // kernels every position's logits must equal the CPU's; with the production kernels only gross
-// errors fail (see the comments at the assertions and docs/gpu.md).
+// errors fail (see the comments at the assertions and docs/gpu.md). Prompt chunks next to decode
+// rows are checked the same way.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,6 +247,72 @@ TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
       "%.2f %%, first positions within 1e-5: %d of 12\n",
       agree.positions, agree.worst_rel, 100.0 * agree.argmax_same / agree.positions, first_close);
   EXPECT_GE(agree.argmax_same, 0.5 * agree.positions);
+}
+
+// Prompt chunks beside another sequence's decode rows in the same steps: with CPU-order kernels
+// every position's logits equal the CPU forward's. A chunk's rows read each other's KV rows
+// through the grown ring (chunks up to 64 rows against a 64-row window, so without the growth
+// the chunk would overwrite rows its first queries read), the compressors walk a chunk's closing
+// windows in order, and the indexer and attention read the compressed rows earlier rows of the
+// same step wrote.
+TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir;
+  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  const int64_t V = (*ck)->config.vocab_size;
+  const std::vector<int> chunks = {1, 7, 64, 33, 45};  // 150 prompt tokens, then decode
+  constexpr int kPrompt = 150, kDecode = 20;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<std::vector<int32_t>> tokens(2, std::vector<int32_t>(kPrompt + kDecode));
+  for (auto& seq : tokens)
+    for (auto& t : seq) t = static_cast<int32_t>(rng() % V);
+  DeviceForwardOptions opt;
+  opt.max_batch = 65;
+  opt.max_chunk = 64;
+  opt.slots = 4;
+  opt.max_context = 256;
+  opt.cpu_order = true;
+  auto dev = DeviceForward::Create(**ck, opt);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  // Sequence 0 (slot 1) takes its prompt in chunks while sequence 1 (slot 3) decodes beside it.
+  std::vector<std::vector<float>> got(2);
+  std::vector<float> logits(65 * V);
+  int64_t done0 = 0, done1 = 0;
+  const auto step = [&](int n0) {
+    std::vector<int32_t> slots(n0, 1);
+    std::vector<int32_t> toks(tokens[0].begin() + done0, tokens[0].begin() + done0 + n0);
+    slots.push_back(3);
+    toks.push_back(tokens[1][done1]);
+    const Status st = (*dev)->Step(slots, toks, logits.data());
+    ASSERT_TRUE(st.ok()) << "chunk of " << n0 << ": " << st.ToString();
+    got[0].insert(got[0].end(), logits.begin(), logits.begin() + n0 * V);
+    got[1].insert(got[1].end(), logits.begin() + n0 * V, logits.begin() + (n0 + 1) * V);
+    done0 += n0;
+    ++done1;
+  };
+  for (int c : chunks) step(c);
+  for (int t = 0; t < kDecode; ++t) step(1);
+  EXPECT_EQ((*dev)->length(1), kPrompt + kDecode);
+  EXPECT_EQ((*dev)->length(3), static_cast<int64_t>(chunks.size()) + kDecode);
+
+  // The CPU forward is batch-invariant: its prefill gives every position the logits it gives
+  // token by token.
+  auto cpu = MakeCpuBackend(4);
+  Model model(**ck, *cpu, Numerics::kReference);
+  for (int s = 0; s < 2; ++s) {
+    const int64_t n = static_cast<int64_t>(got[s].size()) / V;
+    SequenceState seq = model.NewSequence();
+    std::vector<float> want(n * V);
+    ASSERT_TRUE(
+        model.Forward(seq, std::span<const int32_t>(tokens[s].data(), n), want.data(), nullptr)
+            .ok());
+    for (int64_t t = 0; t < n; ++t) {
+      ASSERT_EQ(std::memcmp(&got[s][t * V], &want[t * V], V * sizeof(float)), 0)
+          << "sequence " << s << " differs from the CPU at position " << t;
+    }
+  }
 }
 
 // StepSample picks on the device what the CPU sampler picks from Step's logits: two forwards run

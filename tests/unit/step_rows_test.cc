@@ -1,11 +1,14 @@
-// The device forward's cache addresses (engine/backend/cuda/step_rows.h) against the CPU
+// The host side of a device-forward step (engine/backend/cuda/step_rows.h) against the CPU
 // forward's rules, counted out token by token: a compressed row is emitted exactly when a window
 // of `ratio` tokens closes, row j of a sequence is its j-th, a query sees every row emitted so
-// far, the ring keeps the last W positions, and no two slots share a pool row.
+// far, the ring keeps the last W positions (and, grown by a chunk, never loses a row a chunk's
+// query reads), no two slots share a pool row; and which steps are accepted and how their rows
+// group into segments.
 #include "engine/backend/cuda/step_rows.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 #include <vector>
 
@@ -74,6 +77,70 @@ TEST(StepRowsTest, SlidingLayersHaveOnlyARing) {
   EXPECT_EQ(c.comp_dest, -1);
   EXPECT_EQ(c.ring_row, 2 * 128);
   EXPECT_EQ(c.ring_dest, 2 * 128 + 300 % 128);
+}
+
+// A chunk of C rows writes C ring rows before any of its queries reads; query p reads the window
+// positions p - W + 1 .. p, so the rows of positions before the chunk must survive the chunk's
+// writes. RingRows makes that hold for every chunk start; a ring of only W rows does not.
+TEST(StepRowsTest, GrownRingsKeepWhatAChunkReads) {
+  const int W = 8;
+  const auto overwritten = [&](int ring, int chunk, int64_t p0) {
+    std::set<int32_t> written;
+    for (int64_t p = p0; p < p0 + chunk; ++p) {
+      written.insert(CacheRowsFor(0, 0, ring, 2, 1, p).ring_dest);
+    }
+    for (int64_t p = p0; p < p0 + chunk; ++p) {
+      for (int64_t q = std::max<int64_t>(0, p - W + 1); q < p0; ++q) {
+        if (written.count(CacheRowsFor(0, 0, ring, 2, 1, q).ring_dest)) return true;
+      }
+    }
+    return false;
+  };
+  for (int chunk : {1, 2, 5, 8, 13}) {
+    for (int64_t p0 = 0; p0 < 40; ++p0) {
+      EXPECT_FALSE(overwritten(RingRows(W, chunk), chunk, p0)) << chunk << " at " << p0;
+    }
+  }
+  EXPECT_EQ(RingRows(W, 1), W);  // decode steps keep the plain window
+  EXPECT_TRUE(overwritten(W, 2, 20));
+}
+
+TEST(StepRowsTest, RowsGroupIntoSegmentsOfOneSlot) {
+  const int bucket = 8;
+  const int64_t lengths[5] = {2, 7, 0, 5, 0};
+  const std::vector<int32_t> slots = {3, 3, 3, 1, 0, 0}, tokens = {10, 11, 12, 13, 14, 15};
+  std::vector<int32_t> tok(bucket), slot(bucket), seg_slot(bucket);
+  std::vector<int64_t> pos(bucket), seg_begin(bucket + 1);
+  LayOutStepRows(slots, tokens, lengths, 4, bucket,
+                 {tok.data(), slot.data(), pos.data(), seg_begin.data(), seg_slot.data()});
+  EXPECT_EQ(tok, (std::vector<int32_t>{10, 11, 12, 13, 14, 15, 0, 0}));
+  EXPECT_EQ(slot, (std::vector<int32_t>{3, 3, 3, 1, 0, 0, 4, 4}));
+  // Each run continues its sequence; padding rows sit at position 0 of the spare slot.
+  EXPECT_EQ(pos, (std::vector<int64_t>{5, 6, 7, 7, 2, 3, 0, 0}));
+  EXPECT_EQ(seg_begin, (std::vector<int64_t>{0, 3, 4, 6, 7, 8, 8, 8, 8}));
+  EXPECT_EQ(seg_slot, (std::vector<int32_t>{3, 1, 0, 4, 4, 4, 4, 4}));
+}
+
+TEST(StepRowsTest, BadStepsAreRefusedAndLeaveNoMarks) {
+  const StepLimits lim{4, 8, 3, 16, 100};
+  const int64_t lengths[4] = {0, 14, 5, 0};
+  std::vector<uint8_t> seen(4, 0);
+  const auto check = [&](std::vector<int32_t> slots, std::vector<int32_t> tokens) {
+    const Status st = CheckStepRows(slots, tokens, lengths, lim, seen);
+    EXPECT_EQ(seen, std::vector<uint8_t>(4, 0));
+    return st.ok() ? std::string() : st.message();
+  };
+  EXPECT_EQ(check({0, 0, 0, 2, 3}, {1, 2, 3, 4, 5}), "");  // a chunk of 3 and two decode rows
+  EXPECT_EQ(check({1, 1}, {1, 2}), "");                    // 14 + 2 = 16 fits
+  EXPECT_NE(check({1, 1, 1}, {1, 2, 3}).find("full"), std::string::npos);
+  EXPECT_NE(check({0, 0, 0, 0}, {1, 2, 3, 4}).find("max_chunk"), std::string::npos);
+  EXPECT_NE(check({0, 2, 0}, {1, 2, 3}).find("consecutive"), std::string::npos);
+  EXPECT_NE(check({4}, {1}).find("bad slot"), std::string::npos);
+  EXPECT_NE(check({-1}, {1}).find("bad slot"), std::string::npos);
+  EXPECT_NE(check({2}, {100}).find("out of range"), std::string::npos);
+  EXPECT_NE(check({0}, {1, 2}).find("one token per row"), std::string::npos);
+  EXPECT_NE(check(std::vector<int32_t>(9, 0), std::vector<int32_t>(9, 1)).find("max_batch"),
+            std::string::npos);
 }
 
 }  // namespace

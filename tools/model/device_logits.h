@@ -1,5 +1,5 @@
 // deepinfer-model logits --forward device: the tokens through the device forward
-// (engine/backend/cuda/device_forward.h), one decode step per token.
+// (engine/backend/cuda/device_forward.h), a step per chunk of the logits command's chunk plan.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,13 @@
 
 namespace deepinfer {
 
-/// Logits [tokens.size(), vocab] of one sequence, each token a decode step of the device forward
-/// (reference numerics). Flags: --forward device (required), --kernels production|cpu-order
-/// (default production).
+/// Logits [tokens.size(), vocab] of one sequence through the device forward (reference
+/// numerics), chunks[k] tokens a step (they sum to tokens.size(); the largest is the forward's
+/// max_chunk and max_batch). Flags: --forward device (required), --kernels
+/// production|cpu-order (default production).
 Result<std::vector<float>> DeviceForwardLogits(const Checkpoint& checkpoint,
                                                const std::vector<int32_t>& tokens,
+                                               const std::vector<int64_t>& chunks,
                                                const std::map<std::string, std::string>& flags);
 
 }  // namespace deepinfer

@@ -253,13 +253,13 @@ Status Logits(const Args& a) {
   DI_ASSIGN_OR_RETURN(auto ck, LoadCheckpoint(a.at("--model")));
   for (const auto& w : ck->warnings) spdlog::warn("{}", w);
   if (a.count("--forward") || a.count("--kernels")) {  // the device forward
-    if (device != "cuda" || numerics != Numerics::kReference || chunks.size() != 1 ||
-        a.count("--mtp-out") || a.count("--perturb-seed")) {
+    if (device != "cuda" || numerics != Numerics::kReference || a.count("--mtp-out") ||
+        a.count("--perturb-seed")) {
       return InvalidArgument(
           "--forward/--kernels need --device cuda and --numerics reference, "
-          "and take no --chunks, --decode-from, --mtp-out or --perturb-seed");
+          "and take no --mtp-out or --perturb-seed");
     }
-    DI_ASSIGN_OR_RETURN(auto out, DeviceForwardLogits(*ck, tokens, a));
+    DI_ASSIGN_OR_RETURN(auto out, DeviceForwardLogits(*ck, tokens, chunks, a));
     return WriteNpy(a.at("--out"), out.data(), {n, ck->config.vocab_size});
   }
   std::unique_ptr<Backend> backend;

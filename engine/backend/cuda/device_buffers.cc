@@ -98,7 +98,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
 Status AllocLayerCaches(const StepPlan& plan, int slots_in_use, DeviceMemory& mem,
                         std::vector<DeviceLayerCache>* caches) {
   const ModelConfig& c = *plan.cfg;
-  const int64_t W = c.sliding_window, slots = slots_in_use + 1;  // + the padding rows' slot
+  const int64_t ring = plan.ring, slots = slots_in_use + 1;  // + the padding rows' slot
   for (const DeviceLayer& L : plan.model->layers) {
     DeviceLayerCache cache;
     for (size_t r = 0; r < plan.in.ratios.size(); ++r) {
@@ -106,8 +106,10 @@ Status AllocLayerCaches(const StepPlan& plan, int slots_in_use, DeviceMemory& me
     }
     const int64_t R = plan.in.ratios[cache.ratio_index].rows_per_slot;
     // Pool rows are int32 in the step's row indices.
-    if (slots * (R + W) > 0x7fffffff) return InvalidArgument("device forward: cache too large");
-    DI_ASSIGN_OR_RETURN(cache.pool, mem.Take<uint8_t>(slots * (R + W) * kernels::kKvRowBytes));
+    if (slots * (R + ring) > 0x7fffffff) {
+      return InvalidArgument("device forward: cache too large");
+    }
+    DI_ASSIGN_OR_RETURN(cache.pool, mem.Take<uint8_t>(slots * (R + ring) * kernels::kKvRowBytes));
     if (L.has_compressor) {
       const int64_t sf = L.comp.shape.state_floats();
       DI_ASSIGN_OR_RETURN(cache.comp_kv, mem.Take<float>(slots * sf));

@@ -48,10 +48,10 @@ class DeviceForwardImpl final : public DeviceForward {
     cfg_ = ck.config;
     const ModelConfig& c = cfg_;
     if (opt_.max_batch < 1 || opt_.slots < 1 || opt_.max_context < 128 ||
-        opt_.max_context % 128 != 0) {
+        opt_.max_context % 128 != 0 || opt_.max_chunk < 1 || opt_.max_chunk > opt_.max_batch) {
       return InvalidArgument(
-          "device forward: max_batch and slots >= 1, max_context a multiple "
-          "of 128");
+          "device forward: max_batch and slots >= 1, max_context a multiple of 128, max_chunk "
+          "in 1 .. max_batch");
     }
     DI_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice"));
     DI_RETURN_IF_ERROR(
@@ -61,6 +61,7 @@ class DeviceForwardImpl final : public DeviceForward {
     plan_.cfg = &c;
     plan_.model = &model_;
     plan_.window = c.sliding_window;
+    plan_.ring = RingRows(c.sliding_window, opt_.max_chunk);
     plan_.cpu_order = opt_.cpu_order;
     if (gemm) {
       DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
@@ -128,7 +129,7 @@ class DeviceForwardImpl final : public DeviceForward {
                     int32_t* next) override {
     DI_RETURN_IF_ERROR(Enter());
     const int64_t rows = static_cast<int64_t>(slots.size());
-    if (params.size() != slots.size()) return InvalidArgument("one sampling config per slot");
+    if (params.size() != slots.size()) return InvalidArgument("one sampling config per row");
     for (const kernels::SampleParams& p : params) {
       if (!(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
         return InvalidArgument("top_p must be in (0, 1], min_p in [0, 1]");
@@ -183,29 +184,9 @@ class DeviceForwardImpl final : public DeviceForward {
 
   // Bad input changes nothing.
   Status Validate(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
-    const int rows = static_cast<int>(slots.size());
-    if (slots.size() != tokens.size()) return InvalidArgument("one token per slot");
-    if (rows > opt_.max_batch) {
-      return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
-                             std::to_string(opt_.max_batch));
-    }
-    Status st = Status::Ok();
-    for (int i = 0; i < rows && st.ok(); ++i) {
-      const int s = slots[i];
-      if (s < 0 || s >= opt_.slots || seen_[s]) {
-        st = InvalidArgument("bad or repeated slot");
-      } else if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size) {
-        st = InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
-      } else if (lengths_[s] >= opt_.max_context) {
-        st = InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
-      } else {
-        seen_[s] = 1;
-      }
-    }
-    for (int i = 0; i < rows; ++i) {
-      if (slots[i] >= 0 && slots[i] < opt_.slots) seen_[slots[i]] = 0;
-    }
-    return st;
+    const StepLimits limits{opt_.slots, opt_.max_batch, opt_.max_chunk, opt_.max_context,
+                            cfg_.vocab_size};
+    return CheckStepRows(slots, tokens, lengths_.data(), limits, seen_);
   }
 
   // Uploads a checked step's inputs and launches it (no synchronisation).
@@ -219,7 +200,7 @@ class DeviceForwardImpl final : public DeviceForward {
     }
     return KernelStatus(EnqueueStep(plan_, bucket, stream_), "step");
   }
-  // The step's one synchronisation; then the sequences are one token longer.
+  // The step's one synchronisation; then each sequence is longer by its rows.
   Status Finish(std::span<const int32_t> slots) {
     DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "step"));
     for (int32_t s : slots) ++lengths_[s];
@@ -247,7 +228,7 @@ class DeviceForwardImpl final : public DeviceForward {
         ratios.push_back(L.ratio);
     }
     const size_t B = opt_.max_batch, n_r = ratios.size();
-    in_bytes_ = (B + (B + 1) + n_r * B) * 8 + (2 + 5 * n_r) * B * 4;
+    in_bytes_ = (B + (B + 1) + n_r * B) * 8 + (3 + 5 * n_r) * B * 4;
     DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(in_bytes_));
     DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_in_, in_bytes_), "cudaMallocHost"));
     in_dev_ = dev;
@@ -259,13 +240,14 @@ class DeviceForwardImpl final : public DeviceForward {
       int32_t* p32 = reinterpret_cast<int32_t*>(p64 + B + (B + 1) + n_r * B);
       in->tokens = p32;
       in->slot = p32 + B;
+      in->seg_slot = p32 + 2 * B;
       in->ratios.resize(n_r);
       for (size_t r = 0; r < n_r; ++r) {
         RatioInputs& ri = in->ratios[r];
         ri.ratio = ratios[r];
         ri.rows_per_slot = ratios[r] ? opt_.max_context / ratios[r] : 0;
         ri.comp_pos = p64 + B + (B + 1) + r * B;
-        int32_t* q = p32 + 2 * B + 5 * r * B;
+        int32_t* q = p32 + 3 * B + 5 * r * B;
         ri.ring_row = q;
         ri.ring_dest = q + B;
         ri.page = q + 2 * B;
@@ -301,18 +283,13 @@ class DeviceForwardImpl final : public DeviceForward {
 
   // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
   void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens, int bucket) {
-    const int W = cfg_.sliding_window;
     const int64_t all = opt_.slots + 1;
-    for (int i = 0; i <= bucket; ++i) host_.seg_begin[i] = i;
+    LayOutStepRows(slots, tokens, lengths_.data(), opt_.slots, bucket,
+                   {host_.tokens, host_.slot, host_.pos, host_.seg_begin, host_.seg_slot});
     for (int i = 0; i < bucket; ++i) {
-      const bool real = i < static_cast<int>(slots.size());
-      const int32_t s = real ? slots[i] : opt_.slots;
-      const int64_t pos = real ? lengths_[s] : 0;
-      host_.tokens[i] = real ? tokens[i] : 0;
-      host_.slot[i] = s;
-      host_.pos[i] = pos;
       for (RatioInputs& r : host_.ratios) {
-        const CacheRows c = CacheRowsFor(r.ratio, r.rows_per_slot, W, all, s, pos);
+        const CacheRows c =
+            CacheRowsFor(r.ratio, r.rows_per_slot, plan_.ring, all, host_.slot[i], host_.pos[i]);
         r.ring_row[i] = c.ring_row;
         r.ring_dest[i] = c.ring_dest;
         r.page[i] = c.page;

@@ -2,9 +2,10 @@
 // buffers only, in the reference numerics — FP8 activations, the KV cache in 584-byte rows, bf16
 // indexer keys — with the production kernels (or, for checking, CPU-order ones). Sequences live
 // in slots whose caches (rings, compressed rows, indexer keys, compressor states) are
-// preallocated on the device; a step takes one token for each of up to max_batch slots, uploads
-// one small input block, replays the CUDA graph captured for its batch bucket and copies back the
-// logits (Step) or the sampled ids (StepSample): its only synchronisation.
+// preallocated on the device; a step takes up to max_batch rows (a decode token or a prompt
+// chunk per slot), uploads one small input block, replays the CUDA graph captured for its batch
+// bucket and copies back the logits (Step) or the sampled ids (StepSample): its only
+// synchronisation.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,8 @@
 namespace deepinfer {
 
 struct DeviceForwardOptions {
-  int max_batch = 8;           // tokens a step takes (buckets 1, 2, 4, ... up to it)
+  int max_batch = 8;           // rows a step takes (buckets 1, 2, 4, ... up to it)
+  int max_chunk = 1;           // rows of one sequence a step may take (a prompt chunk)
   int slots = 8;               // sequences whose caches the device holds at once
   int64_t max_context = 4096;  // positions per sequence; a multiple of 128
   bool graphs = true;          // replay each bucket's step as a CUDA graph
@@ -44,8 +46,11 @@ class DeviceForward {
   virtual Status ResetSlot(int slot) = 0;
   /// Tokens the sequence in `slot` holds.
   virtual int64_t length(int slot) const = 0;
-  /// Appends tokens[i] to the sequence in slots[i] (distinct slots) and writes its next-token
-  /// logits to logits[i * vocab ..]. Bad input (slot, token id, a full sequence) changes nothing.
+  /// Appends tokens[i] to the sequence in slots[i] and writes the next-token logits after it to
+  /// logits[i * vocab ..]. A slot's rows are consecutive — one decode token, or a prompt chunk of
+  /// up to max_chunk tokens at the sequence's next positions, each row seeing the ones before it
+  /// — so prefill and decode rows of different sequences share a step. Bad input (slot, token
+  /// id, a slot's rows split or over max_chunk, a full sequence) changes nothing.
   virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                       float* logits) = 0;
   /// As Step, but picks each row's next token on the device — SampleToken's pick (kernels/

@@ -123,7 +123,7 @@ int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
   DI_CUDA_TRY(DenseOfInput(p, c.wkv, rows, b.comp_kv, s));
   DI_CUDA_TRY(DenseOfInput(p, c.wgate, rows, b.comp_gate, s));
   DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
-                                      p.in.seg_begin, rows, p.in.slot, kv_state, gate_state,
+                                      p.in.seg_begin, rows, p.in.seg_slot, kv_state, gate_state,
                                       b.pooled, b.emitted, s));
   DI_CUDA_TRY(Norm(p, b.pooled, c.norm, rows, width, b.pooled_n, s));
   DI_CUDA_TRY(
@@ -185,6 +185,7 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   a.pos = p.in.pos;
   a.ring_row = r.ring_row;
   a.window = p.window;
+  a.ring = p.ring;
   a.visible = r.visible;
   a.selected = csa ? b.topk : nullptr;
   a.top_k = csa ? c.index_topk : 0;

@@ -1,5 +1,5 @@
 // The device forward's step as a sequence of kernel launches on device buffers only (internal to
-// device_forward.cc): everything a step of `rows` decode tokens reads — token ids, positions,
+// device_forward.cc): everything a step of `rows` tokens reads — token ids, positions,
 // slots and the cache addresses derived from them — sits in one input block the host uploads
 // before the launch, so the same launches replay as a CUDA graph for any step of that size.
 #pragma once
@@ -16,7 +16,7 @@ namespace deepinfer {
 
 /// Per step and row, the addresses in the caches of one compress ratio (every layer of that
 /// ratio has the same layout). Pool rows: the compressed rows of slot s at s * R .. s * R + R - 1,
-/// then the rings, slot s's W rows from (slots + 1) * R + s * W.
+/// then the rings, slot s's `ring` rows from (slots + 1) * R + s * ring (step_rows.h).
 struct RatioInputs {
   int ratio = 0;
   int64_t rows_per_slot = 0;     // R: compressed rows a slot holds (max_context / ratio)
@@ -32,7 +32,8 @@ struct StepInputs {
   int32_t* tokens = nullptr;
   int32_t* slot = nullptr;
   int64_t* pos = nullptr;
-  int64_t* seg_begin = nullptr;  // 0, 1, ..., rows: one token per sequence
+  int64_t* seg_begin = nullptr;  // segment k (a run of one slot's rows): seg_begin[k] .. [k + 1]
+  int32_t* seg_slot = nullptr;   // segment k's slot
   std::vector<RatioInputs> ratios;
 };
 
@@ -73,7 +74,8 @@ struct StepPlan {
   std::vector<DeviceLayerCache> caches;
   StepInputs in;
   StepBuffers buf{};
-  int window = 0;
+  int window = 0;                           // sliding-window positions a query reads
+  int ring = 0;                             // ring rows per slot: window + max_chunk - 1 (RingRows)
   bool cpu_order = false;                   // kernels that sum in the CPU's order (bit-exact, slow)
   kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
 };

@@ -1,14 +1,27 @@
-// Where one decode row of the device forward writes and reads in a layer's caches (the layout of
-// engine/backend/cuda/device_step.h): the pool holds every slot's compressed rows first (slot s
-// at s * R .. s * R + R - 1, R = max_context / ratio) and then the rings (slot s's W rows from
-// slots_total * R + s * W). Computed on the host from positions alone, so the step's graph only
-// reads them; plain C++ (unit-tested without a GPU).
+// The host side of a device-forward step (engine/backend/cuda/device_step.h): which rows are
+// accepted, how they group into segments (runs of rows of one slot: a prompt chunk, or one
+// decode token), their positions, and where each row writes and reads in a layer's caches. The
+// pool holds every slot's compressed rows first (slot s at s * R .. s * R + R - 1, R =
+// max_context / ratio) and then the rings (slot s's `ring` rows from slots_total * R + s * ring).
+// Computed from positions alone, so the step's graph only reads them; plain C++ (unit-tested
+// without a GPU).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/common/status.h"
 
 namespace deepinfer {
+
+/// Ring rows per slot for a sliding window of `window` positions when a step may append up to
+/// `max_chunk` rows to one sequence: its first row still reads the `window - 1` positions before
+/// the chunk, which the chunk's later rows must not overwrite, so the ring holds window +
+/// max_chunk - 1 positions (position p in row p % ring).
+inline int RingRows(int window, int max_chunk) { return window + max_chunk - 1; }
 
 struct CacheRows {
   int32_t ring_row = 0;    // pool row of the slot's ring slot 0
@@ -20,18 +33,107 @@ struct CacheRows {
 };
 
 /// The token at `pos` of the sequence in `slot` for a layer of compress ratio `ratio` (0: sliding
-/// window only, R = 0), `rows_per_slot` = R, ring of `window` rows, `slots_total` slots in all.
-inline CacheRows CacheRowsFor(int ratio, int64_t rows_per_slot, int window, int64_t slots_total,
+/// window only, R = 0), `rows_per_slot` = R, `ring` rows per slot's ring (RingRows), `slots_total`
+/// slots in all.
+inline CacheRows CacheRowsFor(int ratio, int64_t rows_per_slot, int ring, int64_t slots_total,
                               int32_t slot, int64_t pos) {
-  const int64_t m = ratio, R = rows_per_slot, W = window;
+  const int64_t m = ratio, R = rows_per_slot;
   CacheRows c;
-  c.ring_row = static_cast<int32_t>(slots_total * R + slot * W);
-  c.ring_dest = static_cast<int32_t>(c.ring_row + pos % W);
+  c.ring_row = static_cast<int32_t>(slots_total * R + slot * int64_t{ring});
+  c.ring_dest = static_cast<int32_t>(c.ring_row + pos % ring);
   c.page = slot;
   c.visible = m ? static_cast<int32_t>(std::min((pos + 1) / m, R)) : 0;
   c.comp_dest = m && (pos + 1) % m == 0 ? static_cast<int32_t>(slot * R + (pos + 1) / m - 1) : -1;
   c.comp_pos = pos + 1 - m;
   return c;
+}
+
+/// The limits a step's rows are checked against.
+struct StepLimits {
+  int slots = 0;            // slots 0 .. slots - 1 hold sequences
+  int max_batch = 0;        // rows per step
+  int max_chunk = 1;        // rows of one slot per step
+  int64_t max_context = 0;  // positions per sequence
+  int32_t vocab = 0;
+};
+
+/// Whether rows (slots[i], tokens[i]) form a valid step: at most max_batch rows, each slot's rows
+/// consecutive (one run, at most max_chunk long), slots in range, token ids in the vocabulary,
+/// and every sequence (lengths[slot] tokens so far) with room for its rows. `seen` is scratch of
+/// `slots` zeros, left zero. Nothing else is touched, so a bad step changes nothing.
+inline Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                            const int64_t* lengths, const StepLimits& lim,
+                            std::vector<uint8_t>& seen) {
+  const int rows = static_cast<int>(slots.size());
+  if (slots.size() != tokens.size()) return InvalidArgument("one token per row");
+  if (rows > lim.max_batch) {
+    return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
+                           std::to_string(lim.max_batch));
+  }
+  Status st = Status::Ok();
+  int64_t run = 0;
+  for (int i = 0; i < rows && st.ok(); ++i) {
+    const int s = slots[i];
+    const bool continues = i > 0 && slots[i - 1] == s;
+    run = continues ? run + 1 : 1;
+    if (!continues && (s < 0 || s >= lim.slots || seen[s])) {
+      st = InvalidArgument("bad slot, or a slot's rows not consecutive");
+    } else if (run > lim.max_chunk) {
+      st = InvalidArgument("more than max_chunk (" + std::to_string(lim.max_chunk) +
+                           ") rows of slot " + std::to_string(s));
+    } else if (tokens[i] < 0 || tokens[i] >= lim.vocab) {
+      st = InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
+    } else if (lengths[s] + run > lim.max_context) {
+      st = InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
+    } else {
+      seen[s] = 1;
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    if (slots[i] >= 0 && slots[i] < lim.slots) seen[slots[i]] = 0;
+  }
+  return st;
+}
+
+/// Host arrays of a step's input block that follow from its rows (bucket entries each;
+/// seg_begin bucket + 1).
+struct StepRowArrays {
+  int32_t* tokens;
+  int32_t* slot;
+  int64_t* pos;
+  int64_t* seg_begin;  // segment k: rows seg_begin[k] .. seg_begin[k + 1]
+  int32_t* seg_slot;   // segment k's slot (its compressor states)
+};
+
+/// Lays out checked rows for a launch of `bucket` rows: a segment per run of one slot's rows at
+/// that sequence's next positions; each padding row (past the real ones) its own segment of
+/// `spare_slot` at position 0 (a slot only padding touches); then empty segments, so a launch
+/// always has `bucket` segments.
+inline void LayOutStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                           const int64_t* lengths, int32_t spare_slot, int bucket,
+                           const StepRowArrays& out) {
+  const int rows = static_cast<int>(slots.size());
+  int segments = 0;
+  int64_t offset = 0;
+  for (int i = 0; i < bucket; ++i) {
+    const bool real = i < rows;
+    const int32_t s = real ? slots[i] : spare_slot;
+    if (!real || i == 0 || slots[i - 1] != s) {
+      out.seg_begin[segments] = i;
+      out.seg_slot[segments] = s;
+      ++segments;
+      offset = 0;
+    } else {
+      ++offset;
+    }
+    out.tokens[i] = real ? tokens[i] : 0;
+    out.slot[i] = s;
+    out.pos[i] = real ? lengths[s] + offset : 0;
+  }
+  for (int k = segments; k <= bucket; ++k) {
+    out.seg_begin[k] = bucket;
+    if (k < bucket) out.seg_slot[k] = spare_slot;
+  }
 }
 
 }  // namespace deepinfer
