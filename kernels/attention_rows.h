@@ -14,7 +14,7 @@ struct AttentionRowsArgs {
   int64_t queries = 0;
   const int64_t* pos = nullptr;          // [queries] the query's position
   const int64_t* window_from = nullptr;  // [queries] first position its ring holds; null: 0
-  const int32_t* ring_row = nullptr;     // [queries] pool row of ring slot 0 (window rows)
+  const int32_t* ring_row = nullptr;     // [queries] pool row of the query's ring slot 0
   int window = 0;                        // window positions a query reads
   int ring = 0;  // ring slots (>= window; 0: window); position p sits in slot p % ring
   const int32_t* visible = nullptr;     // [queries] compressed rows the query may see
