@@ -33,8 +33,20 @@ void Model::LayerCacheInit(const LayerWeights& L, LayerCache& cache) const {
   }
 }
 
+void Model::UseSlots(SlotStepper* stepper) {
+  stepper_ = stepper;
+  slot_pool_ = std::make_shared<SlotPool>(stepper->slots());
+  step_slots_.reserve(stepper->max_rows());
+  step_tokens_.reserve(stepper->max_rows());
+  step_logits_.assign(static_cast<size_t>(stepper->max_rows()) * cfg_.vocab_size, 0.0f);
+}
+
 SequenceState Model::NewSequence() const {
   SequenceState s;
+  if (stepper_ != nullptr) {
+    s.slot = SlotLease(slot_pool_, slot_pool_->Take());
+    return s;
+  }
   s.layers.resize(cfg_.num_layers);
   for (int l = 0; l < cfg_.num_layers; ++l) LayerCacheInit(w_.layers[l], s.layers[l]);
   if (w_.has_mtp) LayerCacheInit(w_.mtp.layer, s.mtp);
@@ -48,6 +60,7 @@ Status Model::Forward(SequenceState& seq, std::span<const int32_t> tokens, float
 }
 
 Status Model::ForwardBatch(std::span<BatchItem> items) {
+  if (stepper_ != nullptr) return ForwardOnSlots(items);
   int64_t T = 0;
   for (const BatchItem& it : items) {
     if (it.seq == nullptr || static_cast<int>(it.seq->layers.size()) != cfg_.num_layers) {
@@ -122,9 +135,68 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
   return Status::Ok();
 }
 
+// One Step of every item's rows, each item's rows consecutive. Items are checked first; a reused
+// slot is emptied only for a sequence still at length 0, so a step refused afterwards (by the
+// stepper's own checks) leaves every sequence as it was.
+Status Model::ForwardOnSlots(std::span<BatchItem> items) {
+  int64_t rows = 0;
+  for (const BatchItem& it : items) {
+    if (it.seq == nullptr || !it.seq->slot.leased()) {
+      return InvalidArgument(it.seq && it.seq->slot.copied()
+                                 ? "a copied sequence state holds no slot (no snapshots on the "
+                                   "slot path)"
+                                 : "sequence state was not made by this model");
+    }
+    if (it.seq->slot.slot() < 0) {
+      return InvalidArgument("every slot is leased: the engine runs more sequences than slots");
+    }
+    if (it.streams != nullptr) return InvalidArgument("the slot path returns no streams (MTP)");
+    for (const BatchItem& other : items) {
+      if (&other != &it && other.seq == it.seq)
+        return InvalidArgument("a sequence appears twice in a batch");
+    }
+    rows += static_cast<int64_t>(it.tokens.size());
+  }
+  if (rows > stepper_->max_rows()) {
+    return InvalidArgument("a step of " + std::to_string(rows) + " rows; the slots take " +
+                           std::to_string(stepper_->max_rows()));
+  }
+  step_slots_.clear();
+  step_tokens_.clear();
+  for (const BatchItem& it : items) {
+    step_slots_.insert(step_slots_.end(), it.tokens.size(), it.seq->slot.slot());
+    step_tokens_.insert(step_tokens_.end(), it.tokens.begin(), it.tokens.end());
+  }
+  // A reused slot still holds its last sequence: emptied for a fresh one. (The stepper checks
+  // the rows — ids, chunk sizes, room — before it touches anything else.)
+  for (const BatchItem& it : items) {
+    const int slot = it.seq->slot.slot();
+    if (stepper_->length(slot) != it.seq->length) {
+      if (it.seq->length != 0) return Internal("a sequence and its slot disagree on its length");
+      DI_RETURN_IF_ERROR(stepper_->ResetSlot(slot));
+    }
+  }
+  if (!step_slots_.empty()) {
+    DI_RETURN_IF_ERROR(stepper_->Step(step_slots_, step_tokens_, step_logits_.data()));
+  }
+  const int64_t V = cfg_.vocab_size;
+  int64_t row = 0;
+  for (BatchItem& it : items) {
+    const int64_t c = static_cast<int64_t>(it.tokens.size());
+    if (it.logits != nullptr && c > 0) {
+      const int64_t first = it.last_logits_only ? c - 1 : 0;
+      std::memcpy(it.logits, &step_logits_[(row + first) * V], (c - first) * V * sizeof(float));
+    }
+    row += c;
+    it.seq->length += c;
+  }
+  return Status::Ok();
+}
+
 Status Model::MtpForward(SequenceState& seq, const float* streams,
                          std::span<const int32_t> next_tokens, float* logits) {
   if (!w_.has_mtp) return InvalidArgument("this checkpoint has no MTP block");
+  if (stepper_ != nullptr) return InvalidArgument("MTP does not run on the slot path yet");
   const int64_t T = static_cast<int64_t>(next_tokens.size());
   if (T == 0) return Status::Ok();
   for (int64_t t = 0; t < T; ++t) {

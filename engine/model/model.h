@@ -35,9 +35,19 @@ class Model {
   Model(const Checkpoint& checkpoint, Backend& backend, Numerics numerics);
 
   const ModelConfig& config() const { return cfg_; }
-  bool has_mtp() const { return w_.has_mtp; }
+  /// Whether MtpForward can run (the checkpoint has the block and the steps are not on slots).
+  bool has_mtp() const { return w_.has_mtp && stepper_ == nullptr; }
 
-  /// A fresh sequence with empty caches.
+  /// From now on, the main model's steps run on `stepper` (the device forward, or its CPU
+  /// reference) instead of the backend: NewSequence leases a free slot, given back when the
+  /// state is destroyed (a copy of a state holds none and is refused: no prefix snapshots on this
+  /// path), and ForwardBatch is one Step of all items' rows. The stepper holds this model's
+  /// checkpoint and outlives its sequences. No MTP and no streams out on this path. Call before
+  /// the first NewSequence.
+  void UseSlots(SlotStepper* stepper);
+
+  /// A fresh sequence with empty caches (on the slot path: with a slot, or with none when all are
+  /// leased, which its first step reports).
   SequenceState NewSequence() const;
   /// The blocks holding every sequence's compressed rows and indexer keys.
   BlockPool::Stats block_pool_stats() const { return pool_->stats(); }
@@ -79,6 +89,7 @@ class Model {
   void Head(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* X, int64_t T,
             float* logits);
   void LayerCacheInit(const LayerWeights& L, LayerCache& cache) const;
+  Status ForwardOnSlots(std::span<BatchItem> items);
   bool QuantizeActs(const LinearWeight& w) const {
     return numerics_ == Numerics::kReference && w.quantized();
   }
@@ -92,6 +103,12 @@ class Model {
   // Compressed rows and indexer keys of every sequence of this model, shared between sequences
   // and prefix snapshots with a common prefix.
   std::shared_ptr<BlockPool> pool_ = BlockPool::Create();
+  // The slot path (UseSlots): the stepper, its free slots, and a step's rows and logits,
+  // allocated once for its largest step.
+  SlotStepper* stepper_ = nullptr;
+  std::shared_ptr<SlotPool> slot_pool_;
+  std::vector<int32_t> step_slots_, step_tokens_;
+  std::vector<float> step_logits_;
 };
 
 }  // namespace deepinfer

@@ -8,6 +8,7 @@
 
 #include "engine/cache/block_pool.h"
 #include "engine/model/config.h"
+#include "engine/model/slot_stepper.h"
 #include "engine/model/weights.h"
 
 namespace deepinfer {
@@ -38,9 +39,10 @@ struct LayerCache {
 };
 
 struct SequenceState {
-  int64_t length = 0;  // tokens processed by the main model
-  std::vector<LayerCache> layers;
-  int64_t mtp_length = 0;  // rows processed by the MTP block
+  int64_t length = 0;              // tokens processed by the main model
+  std::vector<LayerCache> layers;  // empty on the slot path: the stepper holds the caches
+  SlotLease slot;                  // the slot path's slot (Model::UseSlots)
+  int64_t mtp_length = 0;          // rows processed by the MTP block
   LayerCache mtp;
   size_t bytes() const;
 };

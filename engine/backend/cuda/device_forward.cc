@@ -100,6 +100,11 @@ class DeviceForwardImpl final : public DeviceForward {
     return Guard(std::move(st));
   }
 
+  int slots() const override { return opt_.slots; }
+  int max_rows() const override { return opt_.max_batch; }
+  int max_chunk() const override { return opt_.max_chunk; }
+  int64_t max_context() const override { return opt_.max_context; }
+
   int64_t length(int slot) const override {
     return slot >= 0 && slot < opt_.slots ? lengths_[slot] : -1;
   }

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "engine/common/status.h"
+#include "engine/model/slot_stepper.h"
 #include "engine/model/weights.h"
 #include "kernels/sampling.h"
 
@@ -31,7 +32,7 @@ struct DeviceForwardOptions {
   int device = 0;
 };
 
-class DeviceForward {
+class DeviceForward : public SlotStepper {
  public:
   /// Uploads the checkpoint's main model and allocates every buffer and cache (the checkpoint
   /// may be released afterwards). Errors: no CUDA device, shapes or formats the production
@@ -42,17 +43,13 @@ class DeviceForward {
                                                        const DeviceForwardOptions& options);
   virtual ~DeviceForward() = default;
 
-  /// Empties slot `slot` for a new sequence (length 0).
-  virtual Status ResetSlot(int slot) = 0;
-  /// Tokens the sequence in `slot` holds.
-  virtual int64_t length(int slot) const = 0;
-  /// Appends tokens[i] to the sequence in slots[i] and writes the next-token logits after it to
-  /// logits[i * vocab ..]. A slot's rows are consecutive — one decode token, or a prompt chunk of
-  /// up to max_chunk tokens at the sequence's next positions, each row seeing the ones before it
-  /// — so prefill and decode rows of different sequences share a step. Bad input (slot, token
-  /// id, a slot's rows split or over max_chunk, a full sequence) changes nothing.
-  virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                      float* logits) = 0;
+  // ResetSlot, length and Step: the SlotStepper contract (engine/model/slot_stepper.h). A step
+  // takes up to max_batch rows — one decode token per slot, or a prompt chunk of up to
+  // max_chunk consecutive rows of one slot at the sequence's next positions, each row seeing the
+  // ones before it — so prefill and decode rows of different sequences share a step, replayed
+  // as its bucket's CUDA graph. Bad input (slot, token id, a slot's rows split or over
+  // max_chunk, a full sequence) changes nothing.
+
   /// As Step, but picks each row's next token on the device — SampleToken's pick (kernels/
   /// sampling.h) with params[i], after the grammar mask (host words [rows, ceil(vocab / 32)], bit
   /// i % 32 of word i / 32 allows token i; null: none) — and returns only the tokens in next[i]:

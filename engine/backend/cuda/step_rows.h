@@ -1,19 +1,18 @@
-// The host side of a device-forward step (engine/backend/cuda/device_step.h): which rows are
-// accepted, how they group into segments (runs of rows of one slot: a prompt chunk, or one
-// decode token), their positions, and where each row writes and reads in a layer's caches. The
-// pool holds every slot's compressed rows first (slot s at s * R .. s * R + R - 1, R =
-// max_context / ratio) and then the rings (slot s's `ring` rows from slots_total * R + s * ring).
-// Computed from positions alone, so the step's graph only reads them; plain C++ (unit-tested
-// without a GPU).
+// The host side of a device-forward step (engine/backend/cuda/device_step.h): how its rows (as
+// CheckStepRows in engine/model/slot_stepper.h accepts them) group into segments (runs of rows of
+// one slot: a prompt chunk, or one decode token), their positions, and where each row writes and
+// reads in a layer's caches. The pool holds every slot's compressed rows first (slot s at s * R ..
+// s * R + R - 1, R = max_context / ratio) and then the rings (slot s's `ring` rows from slots_total
+// * R + s * ring). Computed from positions alone, so the step's graph only reads them; plain C++
+// (unit-tested without a GPU).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "engine/common/status.h"
+#include "engine/model/slot_stepper.h"  // CheckStepRows, the rows a step accepts
 
 namespace deepinfer {
 
@@ -46,53 +45,6 @@ inline CacheRows CacheRowsFor(int ratio, int64_t rows_per_slot, int ring, int64_
   c.comp_dest = m && (pos + 1) % m == 0 ? static_cast<int32_t>(slot * R + (pos + 1) / m - 1) : -1;
   c.comp_pos = pos + 1 - m;
   return c;
-}
-
-/// The limits a step's rows are checked against.
-struct StepLimits {
-  int slots = 0;            // slots 0 .. slots - 1 hold sequences
-  int max_batch = 0;        // rows per step
-  int max_chunk = 1;        // rows of one slot per step
-  int64_t max_context = 0;  // positions per sequence
-  int32_t vocab = 0;
-};
-
-/// Whether rows (slots[i], tokens[i]) form a valid step: at most max_batch rows, each slot's rows
-/// consecutive (one run, at most max_chunk long), slots in range, token ids in the vocabulary,
-/// and every sequence (lengths[slot] tokens so far) with room for its rows. `seen` is scratch of
-/// `slots` zeros, left zero. Nothing else is touched, so a bad step changes nothing.
-inline Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                            const int64_t* lengths, const StepLimits& lim,
-                            std::vector<uint8_t>& seen) {
-  const int rows = static_cast<int>(slots.size());
-  if (slots.size() != tokens.size()) return InvalidArgument("one token per row");
-  if (rows > lim.max_batch) {
-    return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
-                           std::to_string(lim.max_batch));
-  }
-  Status st = Status::Ok();
-  int64_t run = 0;
-  for (int i = 0; i < rows && st.ok(); ++i) {
-    const int s = slots[i];
-    const bool continues = i > 0 && slots[i - 1] == s;
-    run = continues ? run + 1 : 1;
-    if (!continues && (s < 0 || s >= lim.slots || seen[s])) {
-      st = InvalidArgument("bad slot, or a slot's rows not consecutive");
-    } else if (run > lim.max_chunk) {
-      st = InvalidArgument("more than max_chunk (" + std::to_string(lim.max_chunk) +
-                           ") rows of slot " + std::to_string(s));
-    } else if (tokens[i] < 0 || tokens[i] >= lim.vocab) {
-      st = InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
-    } else if (lengths[s] + run > lim.max_context) {
-      st = InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
-    } else {
-      seen[s] = 1;
-    }
-  }
-  for (int i = 0; i < rows; ++i) {
-    if (slots[i] >= 0 && slots[i] < lim.slots) seen[slots[i]] = 0;
-  }
-  return st;
 }
 
 /// Host arrays of a step's input block that follow from its rows (bucket entries each;

@@ -1,0 +1,44 @@
+#include "engine/model/host_slot_stepper.h"
+
+namespace deepinfer {
+
+HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_chunk,
+                                 int64_t max_context)
+    : model_(model),
+      limits_{slots, max_rows, max_chunk, max_context, model.config().vocab_size},
+      lengths_(slots, 0),
+      seen_(slots, 0) {
+  states_.reserve(slots);
+  for (int s = 0; s < slots; ++s) states_.push_back(model_.NewSequence());
+  items_.reserve(max_rows);
+}
+
+Status HostSlotStepper::ResetSlot(int slot) {
+  if (slot < 0 || slot >= slots()) return InvalidArgument("slot out of range");
+  states_[slot] = model_.NewSequence();
+  lengths_[slot] = 0;
+  return Status::Ok();
+}
+
+int64_t HostSlotStepper::length(int slot) const {
+  return slot >= 0 && slot < slots() ? lengths_[slot] : -1;
+}
+
+Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                             float* logits) {
+  DI_RETURN_IF_ERROR(CheckStepRows(slots, tokens, lengths_.data(), limits_, seen_));
+  const int64_t V = model_.config().vocab_size;
+  items_.clear();
+  for (size_t i = 0; i < slots.size();) {
+    size_t end = i + 1;
+    while (end < slots.size() && slots[end] == slots[i]) ++end;
+    items_.push_back({&states_[slots[i]], tokens.subspan(i, end - i),
+                      logits + static_cast<int64_t>(i) * V, nullptr, false});
+    i = end;
+  }
+  DI_RETURN_IF_ERROR(model_.ForwardBatch(items_));
+  for (int32_t s : slots) ++lengths_[s];
+  return Status::Ok();
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,40 @@
+// The slot contract (engine/model/slot_stepper.h) on the host Model: each slot a SequenceState of
+// a plain Model, a step one ForwardBatch of its runs. The CPU reference of the device forward's
+// contract — what the Model's slot path and the engine run on in tests without a GPU, with the
+// CPU forward's logits exactly.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/slot_stepper.h"
+
+namespace deepinfer {
+
+class HostSlotStepper : public SlotStepper {
+ public:
+  /// `model` must not itself run on slots (its ForwardBatch would come back here) and outlives
+  /// the stepper.
+  HostSlotStepper(Model& model, int slots, int max_rows, int max_chunk, int64_t max_context);
+
+  int slots() const override { return static_cast<int>(states_.size()); }
+  int max_rows() const override { return limits_.max_batch; }
+  int max_chunk() const override { return limits_.max_chunk; }
+  int64_t max_context() const override { return limits_.max_context; }
+  Status ResetSlot(int slot) override;
+  int64_t length(int slot) const override;
+  Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+              float* logits) override;
+
+ private:
+  Model& model_;
+  StepLimits limits_;
+  std::vector<SequenceState> states_;
+  std::vector<int64_t> lengths_;
+  std::vector<uint8_t> seen_;
+  std::vector<BatchItem> items_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,91 @@
+#include "engine/model/slot_stepper.h"
+
+#include <utility>
+
+namespace deepinfer {
+
+Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                     const int64_t* lengths, const StepLimits& lim, std::vector<uint8_t>& seen) {
+  const int rows = static_cast<int>(slots.size());
+  if (slots.size() != tokens.size()) return InvalidArgument("one token per row");
+  if (rows > lim.max_batch) {
+    return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
+                           std::to_string(lim.max_batch));
+  }
+  Status st = Status::Ok();
+  int64_t run = 0;
+  for (int i = 0; i < rows && st.ok(); ++i) {
+    const int s = slots[i];
+    const bool continues = i > 0 && slots[i - 1] == s;
+    run = continues ? run + 1 : 1;
+    if (!continues && (s < 0 || s >= lim.slots || seen[s])) {
+      st = InvalidArgument("bad slot, or a slot's rows not consecutive");
+    } else if (run > lim.max_chunk) {
+      st = InvalidArgument("more than max_chunk (" + std::to_string(lim.max_chunk) +
+                           ") rows of slot " + std::to_string(s));
+    } else if (tokens[i] < 0 || tokens[i] >= lim.vocab) {
+      st = InvalidArgument("token id " + std::to_string(tokens[i]) + " out of range");
+    } else if (lengths[s] + run > lim.max_context) {
+      st = InvalidArgument("the sequence in slot " + std::to_string(s) + " is full");
+    } else {
+      seen[s] = 1;
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    if (slots[i] >= 0 && slots[i] < lim.slots) seen[slots[i]] = 0;
+  }
+  return st;
+}
+
+SlotPool::SlotPool(int slots) {
+  for (int s = slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
+}
+
+int SlotPool::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.empty()) return -1;
+  const int s = free_.back();
+  free_.pop_back();
+  return s;
+}
+
+void SlotPool::Give(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(slot);
+}
+
+int SlotPool::free_slots() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(free_.size());
+}
+
+SlotLease& SlotLease::operator=(const SlotLease& other) {
+  if (this != &other) {
+    Release();
+    copied_ = other.slot_ >= 0 || other.copied_;
+  }
+  return *this;
+}
+
+SlotLease::SlotLease(SlotLease&& other) noexcept
+    : pool_(std::move(other.pool_)),
+      slot_(std::exchange(other.slot_, -1)),
+      copied_(std::exchange(other.copied_, false)) {}
+
+SlotLease& SlotLease::operator=(SlotLease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    pool_ = std::move(other.pool_);
+    slot_ = std::exchange(other.slot_, -1);
+    copied_ = std::exchange(other.copied_, false);
+  }
+  return *this;
+}
+
+void SlotLease::Release() {
+  if (pool_ && slot_ >= 0) pool_->Give(slot_);
+  pool_.reset();
+  slot_ = -1;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,91 @@
+// The slot contract: sequences live in numbered slots whose caches an implementation holds (the
+// device forward, engine/backend/cuda/device_forward.h, on the GPU; HostSlotStepper on the CPU as
+// its reference), and a step appends rows to them — one decode token per slot, or a prompt chunk
+// of one slot's consecutive rows — returning every row's next-token logits. The Model runs its
+// steps through a stepper after Model::UseSlots; a sequence's state then holds a SlotLease.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/common/status.h"
+
+namespace deepinfer {
+
+class SlotStepper {
+ public:
+  virtual ~SlotStepper() = default;
+  virtual int slots() const = 0;            // slots 0 .. slots() - 1
+  virtual int max_rows() const = 0;         // rows a step takes
+  virtual int max_chunk() const = 0;        // rows of one slot a step takes
+  virtual int64_t max_context() const = 0;  // positions per sequence
+  /// Empties slot `slot` for a new sequence (length 0).
+  virtual Status ResetSlot(int slot) = 0;
+  /// Tokens the sequence in `slot` holds.
+  virtual int64_t length(int slot) const = 0;
+  /// Appends tokens[i] to the sequence in slots[i] and writes the next-token logits after it to
+  /// logits[i * vocab ..]; a slot's rows are consecutive (CheckStepRows). Bad input changes
+  /// nothing.
+  virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                      float* logits) = 0;
+};
+
+/// The limits a step's rows are checked against.
+struct StepLimits {
+  int slots = 0;            // slots 0 .. slots - 1 hold sequences
+  int max_batch = 0;        // rows per step
+  int max_chunk = 1;        // rows of one slot per step
+  int64_t max_context = 0;  // positions per sequence
+  int32_t vocab = 0;
+};
+
+/// Whether rows (slots[i], tokens[i]) form a valid step: at most max_batch rows, each slot's rows
+/// consecutive (one run, at most max_chunk long), slots in range, token ids in the vocabulary,
+/// and every sequence (lengths[slot] tokens so far) with room for its rows. `seen` is scratch of
+/// `slots` zeros, left zero. Nothing else is touched, so a bad step changes nothing.
+Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                     const int64_t* lengths, const StepLimits& limits, std::vector<uint8_t>& seen);
+
+/// The free slots of one stepper, shared by the leases taken from it.
+class SlotPool {
+ public:
+  explicit SlotPool(int slots);
+  /// A free slot, or -1 when every slot is leased.
+  int Take();
+  void Give(int slot);
+  int free_slots() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<int> free_;
+};
+
+/// A sequence's slot, given back to its pool when the lease ends. A copy holds no slot (a slot's
+/// caches cannot be shared) but remembers that it was copied from one, so the slot path refuses
+/// it with a reason instead of running it on another sequence's caches.
+class SlotLease {
+ public:
+  SlotLease() = default;
+  SlotLease(std::shared_ptr<SlotPool> pool, int slot) : pool_(std::move(pool)), slot_(slot) {}
+  SlotLease(const SlotLease& other) : copied_(other.slot_ >= 0 || other.copied_) {}
+  SlotLease& operator=(const SlotLease& other);
+  SlotLease(SlotLease&& other) noexcept;
+  SlotLease& operator=(SlotLease&& other) noexcept;
+  ~SlotLease() { Release(); }
+
+  int slot() const { return slot_; }  // -1: none
+  bool copied() const { return copied_; }
+  bool leased() const { return pool_ != nullptr; }  // taken from a pool (slot -1: none was free)
+
+ private:
+  void Release();
+  std::shared_ptr<SlotPool> pool_;
+  int slot_ = -1;
+  bool copied_ = false;
+};
+
+}  // namespace deepinfer

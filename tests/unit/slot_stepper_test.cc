@@ -1,0 +1,161 @@
+// The slot contract (engine/model/slot_stepper.h): which steps are accepted, slot leases, and the
+// Model's slot path on the CPU reference stepper (engine/model/host_slot_stepper.h) — the same
+// logits as the Model's own forward, bit for bit, for chunks and decode rows mixed; slots reused
+// after their sequence ends; copies, exhaustion and oversized steps refused without changing
+// anything.
+#include "engine/model/slot_stepper.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/model/host_slot_stepper.h"
+#include "engine/model/model.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(SlotStepperTest, BadStepsAreRefusedAndLeaveNoMarks) {
+  const StepLimits lim{4, 8, 3, 16, 100};
+  const int64_t lengths[4] = {0, 14, 5, 0};
+  std::vector<uint8_t> seen(4, 0);
+  const auto check = [&](std::vector<int32_t> slots, std::vector<int32_t> tokens) {
+    const Status st = CheckStepRows(slots, tokens, lengths, lim, seen);
+    EXPECT_EQ(seen, std::vector<uint8_t>(4, 0));
+    return st.ok() ? std::string() : st.message();
+  };
+  EXPECT_EQ(check({0, 0, 0, 2, 3}, {1, 2, 3, 4, 5}), "");  // a chunk of 3 and two decode rows
+  EXPECT_EQ(check({1, 1}, {1, 2}), "");                    // 14 + 2 = 16 fits
+  EXPECT_NE(check({1, 1, 1}, {1, 2, 3}).find("full"), std::string::npos);
+  EXPECT_NE(check({0, 0, 0, 0}, {1, 2, 3, 4}).find("max_chunk"), std::string::npos);
+  EXPECT_NE(check({0, 2, 0}, {1, 2, 3}).find("consecutive"), std::string::npos);
+  EXPECT_NE(check({4}, {1}).find("bad slot"), std::string::npos);
+  EXPECT_NE(check({-1}, {1}).find("bad slot"), std::string::npos);
+  EXPECT_NE(check({2}, {100}).find("out of range"), std::string::npos);
+  EXPECT_NE(check({0}, {1, 2}).find("one token per row"), std::string::npos);
+  EXPECT_NE(check(std::vector<int32_t>(9, 0), std::vector<int32_t>(9, 1)).find("max_batch"),
+            std::string::npos);
+}
+
+TEST(SlotStepperTest, LeasesGiveTheirSlotBackAndCopiesHoldNone) {
+  auto pool = std::make_shared<SlotPool>(2);
+  {
+    SlotLease a(pool, pool->Take());
+    EXPECT_EQ(a.slot(), 0);
+    SlotLease b(pool, pool->Take());
+    EXPECT_EQ(b.slot(), 1);
+    SlotLease none(pool, pool->Take());  // every slot leased
+    EXPECT_EQ(none.slot(), -1);
+    EXPECT_TRUE(none.leased());
+    const SlotLease copy = a;
+    EXPECT_EQ(copy.slot(), -1);
+    EXPECT_TRUE(copy.copied());
+    EXPECT_FALSE(copy.leased());
+    SlotLease moved = std::move(b);
+    EXPECT_EQ(moved.slot(), 1);
+    EXPECT_EQ(pool->free_slots(), 0);
+  }
+  EXPECT_EQ(pool->free_slots(), 2);  // the copy gave nothing back twice
+  SlotLease again(pool, pool->Take());
+  EXPECT_EQ(again.slot(), 0);  // the last one given back: `a`, which ended last
+}
+
+class SlotPathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_.path()).ok());
+    auto ck = LoadCheckpoint(dir_.path());
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    ck_ = std::move(ck).value();
+    V_ = ck_->config.vocab_size;
+  }
+  std::vector<int32_t> Tokens(int n, int salt) const {
+    std::vector<int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13 + salt * 101) % V_);
+    return t;
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<Checkpoint> ck_;
+  int64_t V_ = 0;
+  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
+};
+
+// Two sequences' prompts in chunks beside each other's decode rows: every logit equals the plain
+// Model's, and each sequence's length follows.
+TEST_F(SlotPathTest, StepsOnSlotsGiveTheModelsLogits) {
+  Model inner(*ck_, *cpu_, Numerics::kReference), slotted(*ck_, *cpu_, Numerics::kReference);
+  HostSlotStepper stepper(inner, 3, 64, 40, 256);
+  slotted.UseSlots(&stepper);
+  EXPECT_FALSE(slotted.has_mtp());
+  Model plain(*ck_, *cpu_, Numerics::kReference);
+  const std::vector<int32_t> a = Tokens(90, 1), b = Tokens(60, 2);
+  SequenceState sa = slotted.NewSequence(), sb = slotted.NewSequence();
+  SequenceState pa = plain.NewSequence(), pb = plain.NewSequence();
+  // (rows of a, rows of b) per step; b's logits only for its last row.
+  const std::vector<std::pair<int, int>> steps = {{1, 32}, {32, 1}, {20, 27}, {37, 0}};
+  int64_t da = 0, db = 0;
+  for (auto [na, nb] : steps) {
+    std::vector<float> got(static_cast<size_t>(na + 1) * V_), want(got.size());
+    BatchItem s_items[2] = {{&sa, {&a[da], static_cast<size_t>(na)}, got.data(), nullptr, false},
+                            {&sb, {&b[db], static_cast<size_t>(nb)}, &got[na * V_], nullptr, true}};
+    BatchItem p_items[2] = {
+        {&pa, {&a[da], static_cast<size_t>(na)}, want.data(), nullptr, false},
+        {&pb, {&b[db], static_cast<size_t>(nb)}, &want[na * V_], nullptr, true}};
+    const Status st = slotted.ForwardBatch(s_items);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(plain.ForwardBatch(p_items).ok());
+    const int64_t n_rows = na + (nb > 0 ? 1 : 0);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), n_rows * V_ * sizeof(float)), 0)
+        << "step of " << na << " + " << nb;
+    da += na;
+    db += nb;
+  }
+  EXPECT_EQ(sa.length, 90);
+  EXPECT_EQ(sb.length, 60);
+  EXPECT_EQ(stepper.length(sa.slot.slot()), 90);
+}
+
+TEST_F(SlotPathTest, EndedSequencesFreeTheirSlotsForFreshOnes) {
+  Model inner(*ck_, *cpu_, Numerics::kExact), slotted(*ck_, *cpu_, Numerics::kExact);
+  HostSlotStepper stepper(inner, 1, 16, 16, 128);
+  slotted.UseSlots(&stepper);
+  const std::vector<int32_t> t = Tokens(9, 3);
+  std::vector<float> first(V_), again(V_);
+  {
+    SequenceState s = slotted.NewSequence();
+    ASSERT_TRUE(slotted.Forward(s, {t.data(), 9}, nullptr, nullptr).ok());
+    // The only slot is leased: a second sequence holds none and its step says why.
+    SequenceState other = slotted.NewSequence();
+    const Status st = slotted.Forward(other, {t.data(), 1}, first.data(), nullptr);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("every slot is leased"), std::string::npos) << st.message();
+    // A copy of a state holds no slot and is refused, the original untouched.
+    SequenceState copy = s;
+    const Status copied = slotted.Forward(copy, {t.data(), 1}, first.data(), nullptr);
+    EXPECT_NE(copied.message().find("copied"), std::string::npos) << copied.message();
+    EXPECT_EQ(s.length, 9);
+    EXPECT_EQ(stepper.length(0), 9);
+    // A step over the slots' rows is refused before anything runs.
+    const std::vector<int32_t> long_chunk = Tokens(17, 4);
+    EXPECT_EQ(slotted.Forward(s, long_chunk, nullptr, nullptr).code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(s.length, 9);
+    // Streams (the MTP's input) are not on this path.
+    std::vector<float> streams(V_ * 64);
+    EXPECT_EQ(slotted.Forward(s, {t.data(), 1}, first.data(), streams.data()).code(),
+              ErrorCode::kInvalidArgument);
+  }
+  // The slot came back; the fresh sequence on it starts from an empty cache.
+  SequenceState fresh = slotted.NewSequence();
+  EXPECT_EQ(fresh.slot.slot(), 0);
+  ASSERT_TRUE(slotted.Forward(fresh, {t.data(), 1}, first.data(), nullptr).ok());
+  Model plain(*ck_, *cpu_, Numerics::kExact);
+  SequenceState p = plain.NewSequence();
+  ASSERT_TRUE(plain.Forward(p, {t.data(), 1}, again.data(), nullptr).ok());
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), V_ * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace deepinfer
