@@ -36,6 +36,15 @@ Status Finish(DaemonConfig& c) {
     return InvalidArgument("model: required (--model DIR, or `model = DIR` in the config file)");
   }
   if (!IsDirectory(c.model_dir)) return NotFound("model: " + c.model_dir + ": not a directory");
+  if (c.forward == "slots") {  // the slot path holds its caches in slots: no snapshots to copy
+    if (c.prefix_cache_bytes != 0) {
+      return InvalidArgument("forward slots: keeps no prefix snapshots; set prefix_cache_bytes 0");
+    }
+    if (c.slot_context % 128 != 0) return InvalidArgument("slot_context: a multiple of 128");
+    if (c.device == "cuda" && c.numerics != "reference") {
+      return InvalidArgument("forward slots on cuda (the device forward): numerics reference");
+    }
+  }
   if (c.tokenizer_dir == kTokenizerUnset) {
     c.tokenizer_dir = IsFile(c.model_dir + "/tokenizer.json") ? c.model_dir : "";
   } else if (!c.tokenizer_dir.empty() && !IsFile(c.tokenizer_dir + "/tokenizer.json")) {
@@ -120,6 +129,7 @@ Status SetPath(DaemonConfig& c, std::string_view v) {
 
 constexpr std::string_view kNumerics[] = {"exact", "reference"};
 constexpr std::string_view kDevices[] = {"cpu", "cuda"};
+constexpr std::string_view kForwards[] = {"layers", "slots"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
@@ -218,6 +228,14 @@ const std::vector<OptionSpec>& OptionTable() {
     {{"device", "cpu|cuda", "cpu",
       "the backend: the exact CPU one, or the CUDA one (GPU 0; an error without CUDA)", false},
      SetOneOf<&C::device, kDevices>, Same<&C::device>},
+    {{"forward", "layers|slots", "layers",
+      "layers: the model's forward over the backend; slots: sequences in slots, on cuda the device "
+      "forward (device caches, CUDA graphs; numerics reference, prefix_cache_bytes 0), on cpu its "
+      "CPU reference", false},
+     SetOneOf<&C::forward, kForwards>, Same<&C::forward>},
+    {{"slot_context", "N", "4096", "positions per sequence with forward slots (multiple of 128)",
+      false},
+     SetUint<&C::slot_context, 128, 1u << 24>, Same<&C::slot_context>},
     {{"threads", "N", "0", "CPU backend threads; 0 = one per online CPU", false},
      SetUint<&C::threads, 0, 1024>, Same<&C::threads>},
     {{"warmup", "on|off", "on", "run one warm-up step before reporting ready", false},

@@ -31,6 +31,8 @@ struct DaemonConfig {
                                    // holds tokenizer.json; `none` switches it off explicitly.
   std::string numerics = "exact";  // exact | reference (engine's ParseNumerics)
   std::string device = "cpu";      // cpu | cuda (the CUDA backend, stage 1)
+  std::string forward = "layers";  // layers | slots (the slot path: the device forward on cuda)
+  uint32_t slot_context = 4096;    // positions per sequence on the slot path (multiple of 128)
   uint32_t threads = 0;            // CPU backend threads; 0 = one per online CPU
   bool warmup = true;              // run one warm-up step before READY=1
 

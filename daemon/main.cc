@@ -12,6 +12,8 @@
 #include "daemon/server.h"
 #include "daemon/systemd.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/device_forward.h"
+#include "engine/model/host_slot_stepper.h"
 #include "grammar/tokenizer_vocabulary.h"
 
 namespace deepinfer::daemon {
@@ -55,6 +57,32 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("backend: {}", backend->name());
   Model model(**ck, *backend, *numerics);
+  // --forward slots: the steps run on a slot stepper — the device forward, or on the CPU its
+  // reference over a model of its own — sized by the engine's batch and step budget: a chunk
+  // takes at most the budget, and every other running request still gets its one row.
+  std::unique_ptr<SlotStepper> stepper;
+  std::unique_ptr<Model> stepper_model;
+  if (cfg.forward == "slots") {
+    const int chunk = static_cast<int>(cfg.step_token_budget);
+    const int rows = chunk + static_cast<int>(cfg.batch_requests) - 1;
+    if (cfg.device == "cuda") {
+      DeviceForwardOptions o;
+      o.max_batch = rows;
+      o.max_chunk = chunk;
+      o.slots = static_cast<int>(cfg.batch_requests);
+      o.max_context = cfg.slot_context;
+      auto dev = DeviceForward::Create(**ck, o);
+      if (!dev.ok()) return fail(dev.status());
+      spdlog::info("device forward: {} slots of {} positions, {} MiB on the device", o.slots,
+                   o.max_context, (*dev)->device_bytes() >> 20);
+      stepper = std::move(dev).value();
+    } else {
+      stepper_model = std::make_unique<Model>(**ck, *backend, *numerics);
+      stepper = std::make_unique<HostSlotStepper>(
+          *stepper_model, static_cast<int>(cfg.batch_requests), rows, chunk, cfg.slot_context);
+    }
+    model.UseSlots(stepper.get());
+  }
   std::unique_ptr<Tokenizer> tokenizer;
   if (!cfg.tokenizer_dir.empty()) {
     auto tok = Tokenizer::LoadDir(cfg.tokenizer_dir);

@@ -203,6 +203,17 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     return reject(ipc::kErrInvalidArgument, "prompt: " + std::to_string(p.prompt.size()) +
                                                 " tokens exceed max_prompt_tokens");
   }
+  // On the slot path a sequence holds at most slot_context positions: the prompt and its
+  // max_tokens must fit (unset, max_tokens takes what is left, as a context length would).
+  if (server_.config_.forward == "slots") {
+    const size_t room = server_.config_.slot_context;
+    if (p.prompt.size() >= room || (req.max_tokens && p.prompt.size() + *req.max_tokens > room)) {
+      return reject(ipc::kErrInvalidArgument,
+                    "prompt: " + std::to_string(p.prompt.size()) + " tokens plus max_tokens " +
+                        "exceed slot_context (" + std::to_string(room) + ")");
+    }
+    p.max_tokens = std::min<int>(p.max_tokens, static_cast<int>(room - p.prompt.size()));
+  }
   if (!req.response_format_json.empty()) {
     if (!server_.vocab_)
       return reject(ipc::kErrInvalidArgument, "response_format: needs a tokenizer");

@@ -71,6 +71,8 @@ TEST_F(DaemonConfigTest, DefaultsWithOnlyModel) {
   EXPECT_FALSE(c->socket_gid.has_value());
   EXPECT_EQ(c->threads, 0u);
   EXPECT_EQ(c->numerics, "exact");
+  EXPECT_EQ(c->forward, "layers");
+  EXPECT_EQ(c->slot_context, 4096u);
   EXPECT_EQ(c->max_frame_bytes, 4u << 20);
   EXPECT_EQ(c->max_prompt_tokens, 0u);
   EXPECT_EQ(c->max_tokens_cap, 32768u);
@@ -151,7 +153,11 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "100",
                   "--no-overlap",
                   "--device",
-                  "cuda"});
+                  "cuda",
+                  "--forward",
+                  "slots",
+                  "--slot-context",
+                  "8192"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -177,6 +183,8 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->step_token_budget, 100u);
   EXPECT_FALSE(c->overlap);
   EXPECT_EQ(c->device, "cuda");
+  EXPECT_EQ(c->forward, "slots");
+  EXPECT_EQ(c->slot_context, 8192u);
   // Every option differs from its default, so the test covers the whole table.
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
 }
@@ -250,6 +258,14 @@ TEST_F(DaemonConfigTest, FlagErrors) {
       {{"stray"}, "stray: unexpected argument"},
       {{"-x"}, "-x: unexpected argument"},
       {{"--config", ""}, "--config: empty path"},
+      // The slot path keeps no prefix snapshots, holds whole 128-position blocks, and on cuda
+      // (the device forward) runs the reference numerics.
+      {{"--forward", "slots"}, "set prefix_cache_bytes 0"},
+      {{"--forward", "slots", "--prefix-cache-bytes", "0", "--slot-context", "200"},
+       "slot_context: a multiple of 128"},
+      {{"--forward", "slots", "--prefix-cache-bytes", "0", "--device", "cuda"},
+       "numerics reference"},
+      {{"--forward", "device"}, "forward"},
   };
   for (const Case& tc : cases) {
     std::vector<std::string> args = {"--model", model_};
@@ -375,6 +391,8 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "batch_requests",
                                           "step_token_budget",
                                           "device",
+                                          "forward",
+                                          "slot_context",
                                           "overlap",
                                           "watchdog",
                                           "log_level"};
