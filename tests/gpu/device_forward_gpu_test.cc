@@ -24,31 +24,13 @@
 #include "engine/model/tiny_checkpoint.h"
 #include "engine/sampling/sampler.h"
 #include "kernels/cuda_available.h"
+#include "tests/gpu/kernel_shaped_spec.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
 
-TinySpec KernelShapedSpec(uint64_t seed) {
-  TinySpec s;
-  s.seed = seed;
-  s.quantize = "fp8-fp4";
-  s.hidden = 512;
-  s.heads = 16;
-  s.head_dim = 512;
-  s.rope_dim = 64;
-  s.q_lora = 256;
-  s.o_groups = 2;
-  s.o_lora = 256;
-  s.window = 64;
-  s.index_heads = 64;
-  s.index_head_dim = 128;
-  s.index_topk = 16;
-  s.experts = 16;
-  s.top_k = 4;
-  s.moe_inter = 256;
-  return s;
-}
+using testing::KernelShapedSpec;
 
 struct Agreement {
   double worst_rel = 0;

@@ -1,0 +1,63 @@
+// The Model's slot path on the device forward (Model::UseSlots, engine/model/slot_stepper.h):
+// what the engine runs with `deepinferd --forward slots --device cuda`. With CPU-order kernels,
+// batches mixing prompt chunks (logits of their last row only) and decode rows give the plain CPU
+// Model's logits bit for bit, and a slot reused after its sequence ended starts empty.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cuda/device_forward.h"
+#include "engine/model/model.h"
+#include "kernels/cuda_available.h"
+#include "tests/gpu/kernel_shaped_spec.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir;
+  ASSERT_TRUE(
+      MakeTinyCheckpoint(testing::KernelShapedSpec(std::random_device{}()), dir.path()).ok());
+  auto ck = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  const int64_t V = (*ck)->config.vocab_size;
+  DeviceForwardOptions opt;
+  opt.max_batch = 24;
+  opt.max_chunk = 16;
+  opt.slots = 2;
+  opt.max_context = 128;
+  opt.cpu_order = true;
+  auto dev = DeviceForward::Create(**ck, opt);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto cpu = MakeCpuBackend(4);
+  Model on_slots(**ck, *cpu, Numerics::kReference), plain(**ck, *cpu, Numerics::kReference);
+  on_slots.UseSlots(dev->get());
+  std::mt19937 rng(std::random_device{}());
+  // Two rounds of two sequences on two slots: the second round reuses the slots the first left.
+  for (int round = 0; round < 2; ++round) {
+    SequenceState a = on_slots.NewSequence(), b = on_slots.NewSequence();
+    SequenceState pa = plain.NewSequence(), pb = plain.NewSequence();
+    for (auto [na, nb] : std::vector<std::pair<int, int>>{{16, 1}, {5, 16}, {1, 7}, {1, 1}}) {
+      std::vector<int32_t> ta(na), tb(nb);
+      for (auto& t : ta) t = static_cast<int32_t>(rng() % V);
+      for (auto& t : tb) t = static_cast<int32_t>(rng() % V);
+      std::vector<float> got(2 * V), want(2 * V);
+      BatchItem s_items[2] = {{&a, ta, got.data(), nullptr, true},
+                              {&b, tb, &got[V], nullptr, true}};
+      BatchItem p_items[2] = {{&pa, ta, want.data(), nullptr, true},
+                              {&pb, tb, &want[V], nullptr, true}};
+      const Status st = on_slots.ForwardBatch(s_items);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_TRUE(plain.ForwardBatch(p_items).ok());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "round " << round << ", step of " << na << " + " << nb;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
