@@ -41,6 +41,11 @@ Status Finish(DaemonConfig& c) {
       return InvalidArgument("forward slots: keeps no prefix snapshots; set prefix_cache_bytes 0");
     }
     if (c.slot_context % 128 != 0) return InvalidArgument("slot_context: a multiple of 128");
+    if (c.cache_memory_bytes != 0) {
+      return InvalidArgument(
+          "forward slots: batch_requests slots bound the caches; set "
+          "cache_memory_bytes 0");
+    }
     if (c.device == "cuda" && c.numerics != "reference") {
       return InvalidArgument("forward slots on cuda (the device forward): numerics reference");
     }

@@ -58,13 +58,14 @@ int Run(int argc, char** argv) {
   spdlog::info("backend: {}", backend->name());
   Model model(**ck, *backend, *numerics);
   // --forward slots: the steps run on a slot stepper — the device forward, or on the CPU its
-  // reference over a model of its own — sized by the engine's batch and step budget: a chunk
-  // takes at most the budget, and every other running request still gets its one row.
+  // reference over a model of its own — sized by the engine's batch and step budget: decode rows
+  // count against the budget and prefill takes what they leave, but every running request gets
+  // its row even past the budget.
+  std::unique_ptr<Model> stepper_model;  // before the stepper, which uses it, so it ends later
   std::unique_ptr<SlotStepper> stepper;
-  std::unique_ptr<Model> stepper_model;
   if (cfg.forward == "slots") {
     const int chunk = static_cast<int>(cfg.step_token_budget);
-    const int rows = chunk + static_cast<int>(cfg.batch_requests) - 1;
+    const int rows = std::max(chunk, static_cast<int>(cfg.batch_requests));
     if (cfg.device == "cuda") {
       DeviceForwardOptions o;
       o.max_batch = rows;
@@ -158,6 +159,25 @@ int Run(int argc, char** argv) {
         std::chrono::steady_clock::now() + std::chrono::seconds(cfg.drain_timeout_seconds);
     poll_drain();
   });
+  // A device fault stops the device forward for good (every later step would fail): report it,
+  // cancel what runs and exit non-zero, so that systemd (Restart=on-failure) starts afresh
+  // instead of a ready daemon that serves only errors.
+  int exit_code = 0;
+  asio::steady_timer fault_timer(io);
+  std::function<void()> watch_fault = [&] {
+    fault_timer.expires_after(std::chrono::milliseconds(200));
+    fault_timer.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      const Status fault = stepper->fault();
+      if (fault.ok()) return watch_fault();
+      spdlog::critical("{}", fault.ToString());
+      (void)NotifyStatus("failed: " + fault.message());
+      exit_code = 1;
+      server.CancelAll();
+      io.stop();
+    });
+  };
+  if (stepper) watch_fault();
   // SIGHUP: re-read the config file and apply what may change at run time.
   asio::signal_set hup(io, SIGHUP);
   std::function<void()> wait_hup = [&] {
@@ -209,7 +229,7 @@ int Run(int argc, char** argv) {
   io.restart();
   io.poll();
   spdlog::info("deepinferd stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

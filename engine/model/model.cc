@@ -135,9 +135,9 @@ Status Model::ForwardBatch(std::span<BatchItem> items) {
   return Status::Ok();
 }
 
-// One Step of every item's rows, each item's rows consecutive. Items are checked first; a reused
-// slot is emptied only for a sequence still at length 0, so a step refused afterwards (by the
-// stepper's own checks) leaves every sequence as it was.
+// One Step of every item's rows, each item's rows consecutive. Items are checked first; a slot is
+// emptied only for a sequence still at length 0, so a step refused afterwards (by the stepper's
+// own checks) leaves every sequence as it was.
 Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   int64_t rows = 0;
   for (const BatchItem& it : items) {
@@ -171,9 +171,11 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   // the rows — ids, chunk sizes, room — before it touches anything else.)
   for (const BatchItem& it : items) {
     const int slot = it.seq->slot.slot();
-    if (stepper_->length(slot) != it.seq->length) {
-      if (it.seq->length != 0) return Internal("a sequence and its slot disagree on its length");
+    if (it.seq->length == 0) {
+      // Emptied even when its length reads 0: a failed step may have left the caches moved.
       DI_RETURN_IF_ERROR(stepper_->ResetSlot(slot));
+    } else if (stepper_->length(slot) != it.seq->length) {
+      return Internal("a sequence and its slot disagree on its length");
     }
   }
   if (!step_slots_.empty()) {

@@ -32,6 +32,9 @@ class SlotStepper {
   /// nothing.
   virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                       float* logits) = 0;
+  /// A fault that stops every later call (the device forward's device fault), else Ok. Any
+  /// thread may ask, also while a step runs.
+  virtual Status fault() const { return Status::Ok(); }
 };
 
 /// The limits a step's rows are checked against.

@@ -63,7 +63,10 @@ class RequestState {
   std::span<const int32_t> NextInput(int64_t budget, bool stop_at_block = false);
   /// Frees the cache state; the request continues later by recomputing its prompt and output
   /// (exactly, since the forward does not depend on how a sequence is split).
-  void Preempt() { seq_ = model_.NewSequence(); }
+  void Preempt() {
+    seq_ = SequenceState();  // first give back the slot (on the slot path) the new state may take
+    seq_ = model_.NewSequence();
+  }
   /// Every token so far: the prompt, then the sampled ones.
   std::span<const int32_t> context() const { return context_; }
   /// Continues from a cached state covering the first state.length tokens of context().

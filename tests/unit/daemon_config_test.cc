@@ -143,8 +143,6 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "debug",
                   "--warmup",
                   "no",
-                  "--cache-memory-bytes",
-                  "64M",
                   "--batch-requests",
                   "8",
                   "--prefix-cache-bytes",
@@ -177,7 +175,6 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_FALSE(c->watchdog);
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_FALSE(c->warmup);
-  EXPECT_EQ(c->cache_memory_bytes, 64ull << 20);
   EXPECT_EQ(c->batch_requests, 8u);
   EXPECT_EQ(c->prefix_cache_bytes, 0u);
   EXPECT_EQ(c->step_token_budget, 100u);
@@ -185,8 +182,12 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->device, "cuda");
   EXPECT_EQ(c->forward, "slots");
   EXPECT_EQ(c->slot_context, 8192u);
-  // Every option differs from its default, so the test covers the whole table.
-  EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 1, DaemonOptions().size());  // tokenizer
+  // Every option but two differs from its default, so the test covers the whole table: the
+  // tokenizer, and cache_memory_bytes, which the slot path refuses (parsed just below).
+  EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 2, DaemonOptions().size());
+  c = Parse({"--model", model_, "--cache-memory-bytes", "64M"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->cache_memory_bytes, 64ull << 20);
 }
 
 TEST_F(DaemonConfigTest, SocketGroupByName) {
@@ -265,6 +266,8 @@ TEST_F(DaemonConfigTest, FlagErrors) {
        "slot_context: a multiple of 128"},
       {{"--forward", "slots", "--prefix-cache-bytes", "0", "--device", "cuda"},
        "numerics reference"},
+      {{"--forward", "slots", "--prefix-cache-bytes", "0", "--cache-memory-bytes", "1M"},
+       "set cache_memory_bytes 0"},
       {{"--forward", "device"}, "forward"},
   };
   for (const Case& tc : cases) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -100,6 +101,9 @@ class DeviceForwardImpl final : public DeviceForward {
     return Guard(std::move(st));
   }
 
+  Status fault() const override {
+    return faulted_.load(std::memory_order_acquire) ? fault_ : Status::Ok();
+  }
   int slots() const override { return opt_.slots; }
   int max_rows() const override { return opt_.max_batch; }
   int max_chunk() const override { return opt_.max_chunk; }
@@ -175,7 +179,7 @@ class DeviceForwardImpl final : public DeviceForward {
  private:
   // Makes this forward's device current; refuses once a step has failed on the device.
   Status Enter() {
-    if (!fault_.ok()) return fault_;
+    if (faulted_.load(std::memory_order_acquire)) return fault_;
     return CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice");
   }
   // A device fault after work was enqueued leaves the caches partly advanced: the forward stops
@@ -184,6 +188,7 @@ class DeviceForwardImpl final : public DeviceForward {
     if (st.ok()) return st;
     cudaStreamSynchronize(stream_);
     fault_ = Internal("device forward stopped: " + st.message());
+    faulted_.store(true, std::memory_order_release);  // fault_ is final from here on
     return fault_;
   }
 
@@ -330,8 +335,9 @@ class DeviceForwardImpl final : public DeviceForward {
 
   ModelConfig cfg_;
   DeviceForwardOptions opt_;
-  Status fault_ = Status::Ok();  // set by the first device fault after work was enqueued
-  std::vector<uint8_t> seen_;    // Validate's marks, one per slot (no allocation per step)
+  Status fault_ = Status::Ok();       // set by the first device fault after work was enqueued
+  std::atomic<bool> faulted_{false};  // fault_ is set (any thread may read it then)
+  std::vector<uint8_t> seen_;         // Validate's marks, one per slot (no allocation per step)
   DeviceMemory mem_;
   DeviceModel model_;
   StepPlan plan_;
