@@ -23,6 +23,13 @@ __global__ void EmbedKernel(const uint16_t* __restrict__ table, const int32_t* _
   for (int k = 0; k < copies; ++k) out[(t * copies + k) * dim + c] = v;
 }
 
+__global__ void GatherKernel(const float* __restrict__ x, int64_t width,
+                             const int32_t* __restrict__ rows, int64_t n, float* __restrict__ y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * width) return;
+  y[i] = x[rows[i / width] * width + i % width];
+}
+
 // One warp per 128-value block: lane l holds values 4l .. 4l + 3 of it.
 __global__ void QdqFp8Kernel(const float* x, int64_t rows, int64_t dim, float* y) {
   const int lane = threadIdx.x & 31;
@@ -139,6 +146,14 @@ int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, 
   if (rows == 0) return 0;
   HadamardFp4Kernel<<<Blocks(rows, kWarps), kThreads, 0, S(stream)>>>(x, rows, dim, dest, out_f32,
                                                                       out_bf16);
+  return cudaGetLastError();
+}
+
+int GatherRows(const float* x, int64_t width, const int32_t* rows, int64_t n, float* y,
+               void* stream) {
+  if (n < 0 || width < 1) return cudaErrorInvalidValue;
+  if (n == 0) return 0;
+  GatherKernel<<<Blocks(n * width, kThreads), kThreads, 0, S(stream)>>>(x, width, rows, n, y);
   return cudaGetLastError();
 }
 

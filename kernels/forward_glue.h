@@ -1,5 +1,6 @@
 // Small steps of the device forward that sit between the products (engine/backend/cuda/
-// device_forward.h): the embedding gather, the reference numerics' FP8 rounding of activations,
+// device_forward.h): the embedding and row gathers, the reference numerics' FP8 rounding of
+// activations,
 // the indexer's Hadamard + FP4 rounding of queries and keys, and fills. Each computes what the
 // CPU forward computes, bit for bit (engine/model/quant.h). Device pointers; `stream` is a
 // cudaStream_t as void*; each returns the CUDA error code (0 on success).
@@ -26,6 +27,10 @@ int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream
 /// bf16). dim a power of two in [32, 128]; out_f32 may be x (in place, dest null).
 int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, float* out_f32,
                     uint16_t* out_bf16, void* stream);
+
+/// y[i, :] = x[rows[i], :] for i < n (x [*, width] fp32): the rows whose logits a step returns.
+int GatherRows(const float* x, int64_t width, const int32_t* rows, int64_t n, float* y,
+               void* stream);
 
 /// x[i] = value for i < n.
 int SetFloats(float* x, int64_t n, float value, void* stream);

@@ -1,5 +1,7 @@
 #include "engine/model/host_slot_stepper.h"
 
+#include <algorithm>
+
 namespace deepinfer {
 
 HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_chunk,
@@ -11,6 +13,7 @@ HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_
   states_.reserve(slots);
   for (int s = 0; s < slots; ++s) states_.push_back(model_.NewSequence());
   items_.reserve(max_rows);
+  all_logits_.resize(static_cast<size_t>(max_rows) * model.config().vocab_size);
 }
 
 Status HostSlotStepper::ResetSlot(int slot) {
@@ -25,18 +28,23 @@ int64_t HostSlotStepper::length(int slot) const {
 }
 
 Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                             float* logits) {
+                             std::span<const int32_t> logit_rows, float* logits) {
   DI_RETURN_IF_ERROR(CheckStepRows(slots, tokens, lengths_.data(), limits_, seen_));
+  DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, static_cast<int64_t>(slots.size())));
   const int64_t V = model_.config().vocab_size;
+  float* out = logit_rows.empty() ? logits : all_logits_.data();
   items_.clear();
   for (size_t i = 0; i < slots.size();) {
     size_t end = i + 1;
     while (end < slots.size() && slots[end] == slots[i]) ++end;
     items_.push_back({&states_[slots[i]], tokens.subspan(i, end - i),
-                      logits + static_cast<int64_t>(i) * V, nullptr, false});
+                      out + static_cast<int64_t>(i) * V, nullptr, false});
     i = end;
   }
   DI_RETURN_IF_ERROR(model_.ForwardBatch(items_));
+  for (size_t k = 0; k < logit_rows.size(); ++k) {
+    std::copy_n(&all_logits_[logit_rows[k] * V], V, logits + static_cast<int64_t>(k) * V);
+  }
   for (int32_t s : slots) ++lengths_[s];
   return Status::Ok();
 }

@@ -25,8 +25,9 @@ class HostSlotStepper : public SlotStepper {
   int64_t max_context() const override { return limits_.max_context; }
   Status ResetSlot(int slot) override;
   int64_t length(int slot) const override;
+  using SlotStepper::Step;
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-              float* logits) override;
+              std::span<const int32_t> logit_rows, float* logits) override;
 
  private:
   Model& model_;
@@ -35,6 +36,7 @@ class HostSlotStepper : public SlotStepper {
   std::vector<int64_t> lengths_;
   std::vector<uint8_t> seen_;
   std::vector<BatchItem> items_;
+  std::vector<float> all_logits_;  // every row's, for a step that wants some
 };
 
 }  // namespace deepinfer

@@ -38,6 +38,7 @@ void Model::UseSlots(SlotStepper* stepper) {
   slot_pool_ = std::make_shared<SlotPool>(stepper->slots());
   step_slots_.reserve(stepper->max_rows());
   step_tokens_.reserve(stepper->max_rows());
+  step_logit_rows_.reserve(stepper->max_rows());
   step_logits_.assign(static_cast<size_t>(stepper->max_rows()) * cfg_.vocab_size, 0.0f);
 }
 
@@ -163,9 +164,15 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   }
   step_slots_.clear();
   step_tokens_.clear();
+  step_logit_rows_.clear();  // the head and the copy only for the rows someone wants
   for (const BatchItem& it : items) {
+    const int32_t first = static_cast<int32_t>(step_slots_.size());
+    const int32_t c = static_cast<int32_t>(it.tokens.size());
     step_slots_.insert(step_slots_.end(), it.tokens.size(), it.seq->slot.slot());
     step_tokens_.insert(step_tokens_.end(), it.tokens.begin(), it.tokens.end());
+    for (int32_t r = it.last_logits_only && c > 0 ? c - 1 : 0; it.logits && r < c; ++r) {
+      step_logit_rows_.push_back(first + r);
+    }
   }
   // A reused slot still holds its last sequence: emptied for a fresh one. (The stepper checks
   // the rows — ids, chunk sizes, room — before it touches anything else.)
@@ -178,18 +185,22 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
       return Internal("a sequence and its slot disagree on its length");
     }
   }
+  if (!step_slots_.empty() && step_logit_rows_.empty()) {
+    step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);  // empty: every row
+  }
   if (!step_slots_.empty()) {
-    DI_RETURN_IF_ERROR(stepper_->Step(step_slots_, step_tokens_, step_logits_.data()));
+    DI_RETURN_IF_ERROR(
+        stepper_->Step(step_slots_, step_tokens_, step_logit_rows_, step_logits_.data()));
   }
   const int64_t V = cfg_.vocab_size;
-  int64_t row = 0;
+  int64_t wanted = 0;  // the item's logits follow in step_logits_, in item order
   for (BatchItem& it : items) {
     const int64_t c = static_cast<int64_t>(it.tokens.size());
     if (it.logits != nullptr && c > 0) {
-      const int64_t first = it.last_logits_only ? c - 1 : 0;
-      std::memcpy(it.logits, &step_logits_[(row + first) * V], (c - first) * V * sizeof(float));
+      const int64_t n = it.last_logits_only ? 1 : c;
+      std::memcpy(it.logits, &step_logits_[wanted * V], n * V * sizeof(float));
+      wanted += n;
     }
-    row += c;
     it.seq->length += c;
   }
   return Status::Ok();

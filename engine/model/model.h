@@ -107,7 +107,7 @@ class Model {
   // allocated once for its largest step.
   SlotStepper* stepper_ = nullptr;
   std::shared_ptr<SlotPool> slot_pool_;
-  std::vector<int32_t> step_slots_, step_tokens_;
+  std::vector<int32_t> step_slots_, step_tokens_, step_logit_rows_;
   std::vector<float> step_logits_;
 };
 

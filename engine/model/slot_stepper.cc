@@ -37,6 +37,16 @@ Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> to
   return st;
 }
 
+Status CheckLogitRows(std::span<const int32_t> logit_rows, int64_t rows) {
+  for (size_t k = 0; k < logit_rows.size(); ++k) {
+    if (logit_rows[k] < 0 || logit_rows[k] >= rows ||
+        (k > 0 && logit_rows[k] <= logit_rows[k - 1])) {
+      return InvalidArgument("logit rows must be rows of the step, ascending, each once");
+    }
+  }
+  return Status::Ok();
+}
+
 SlotPool::SlotPool(int slots) {
   for (int s = slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
 }

@@ -27,11 +27,16 @@ class SlotStepper {
   virtual Status ResetSlot(int slot) = 0;
   /// Tokens the sequence in `slot` holds.
   virtual int64_t length(int slot) const = 0;
-  /// Appends tokens[i] to the sequence in slots[i] and writes the next-token logits after it to
-  /// logits[i * vocab ..]; a slot's rows are consecutive (CheckStepRows). Bad input changes
-  /// nothing.
+  /// Appends tokens[i] to the sequence in slots[i] (a slot's rows consecutive: CheckStepRows)
+  /// and writes the next-token logits after row logit_rows[k] to logits[k * vocab ..] — the rows
+  /// a caller needs, ascending (CheckLogitRows; empty: every row), so that a prompt chunk costs
+  /// the LM head and the copy of its last row only. Bad input changes nothing.
   virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                      float* logits) = 0;
+                      std::span<const int32_t> logit_rows, float* logits) = 0;
+  /// Step with every row's logits.
+  Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens, float* logits) {
+    return Step(slots, tokens, {}, logits);
+  }
   /// A fault that stops every later call (the device forward's device fault), else Ok. Any
   /// thread may ask, also while a step runs.
   virtual Status fault() const { return Status::Ok(); }
@@ -52,6 +57,9 @@ struct StepLimits {
 /// `slots` zeros, left zero. Nothing else is touched, so a bad step changes nothing.
 Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                      const int64_t* lengths, const StepLimits& limits, std::vector<uint8_t>& seen);
+
+/// Whether logit_rows lists rows of a step of `rows` rows in ascending order, each once.
+Status CheckLogitRows(std::span<const int32_t> logit_rows, int64_t rows);
 
 /// The free slots of one stepper, shared by the leases taken from it.
 class SlotPool {

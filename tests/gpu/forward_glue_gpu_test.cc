@@ -70,6 +70,22 @@ TEST_F(ForwardGlueTest, EmbedCopiesBf16RowsIntoEveryStream) {
   }
 }
 
+TEST_F(ForwardGlueTest, GatherRowsCopiesTheChosenRows) {
+  const int64_t width = 300, n_x = 9;
+  const auto x = Values(n_x * width);
+  const std::vector<int32_t> rows = {8, 0, 3, 3};
+  DeviceVector<float> d_x(x);
+  DeviceVector<int32_t> d_rows(rows);
+  auto d_y = DeviceVector<float>::Poisoned(rows.size() * width);
+  ASSERT_EQ(kernels::GatherRows(d_x.get(), width, d_rows.get(), 4, d_y.get(), nullptr), 0);
+  const auto y = d_y.ToHost();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int64_t c = 0; c < width; ++c) {
+      ASSERT_EQ(Bits(y[i * width + c]), Bits(x[rows[i] * width + c])) << i << ", " << c;
+    }
+  }
+}
+
 TEST_F(ForwardGlueTest, QdqFp8RowsIsTheCpuRounding) {
   for (int64_t dim : {128, 512, 200}) {  // 200: a partial last block
     const int64_t rows = 7;

@@ -40,6 +40,16 @@ TEST(SlotStepperTest, BadStepsAreRefusedAndLeaveNoMarks) {
             std::string::npos);
 }
 
+TEST(SlotStepperTest, LogitRowsAreRowsOfTheStepInOrder) {
+  EXPECT_TRUE(CheckLogitRows({}, 3).ok());
+  const std::vector<int32_t> good = {0, 2}, twice = {1, 1}, back = {2, 0}, past = {3},
+                             negative = {-1};
+  EXPECT_TRUE(CheckLogitRows(good, 3).ok());
+  for (const auto* bad : {&twice, &back, &past, &negative}) {
+    EXPECT_EQ(CheckLogitRows(*bad, 3).code(), ErrorCode::kInvalidArgument);
+  }
+}
+
 TEST(SlotStepperTest, LeasesGiveTheirSlotBackAndCopiesHoldNone) {
   auto pool = std::make_shared<SlotPool>(2);
   {
@@ -116,6 +126,21 @@ TEST_F(SlotPathTest, StepsOnSlotsGiveTheModelsLogits) {
   EXPECT_EQ(sa.length, 90);
   EXPECT_EQ(sb.length, 60);
   EXPECT_EQ(stepper.length(sa.slot.slot()), 90);
+}
+
+// Asked for some rows, a step returns those rows' logits, in order, as a step returning all.
+TEST_F(SlotPathTest, AStepReturnsTheRowsAskedFor) {
+  Model all_model(*ck_, *cpu_, Numerics::kExact), some_model(*ck_, *cpu_, Numerics::kExact);
+  HostSlotStepper all(all_model, 2, 16, 8, 128), some(some_model, 2, 16, 8, 128);
+  const std::vector<int32_t> slots = {0, 0, 0, 0, 0, 1}, tokens = Tokens(6, 5), rows = {4, 5};
+  std::vector<float> every(6 * V_), chosen(2 * V_);
+  ASSERT_TRUE(all.Step(slots, tokens, every.data()).ok());
+  ASSERT_TRUE(some.Step(slots, tokens, rows, chosen.data()).ok());
+  EXPECT_EQ(std::memcmp(chosen.data(), &every[4 * V_], 2 * V_ * sizeof(float)), 0);
+  const std::vector<int32_t> unordered = {5, 4};
+  EXPECT_EQ(some.Step({slots.data(), 1}, {tokens.data(), 1}, unordered, chosen.data()).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(some.length(0), 5);  // the refused step changed nothing
 }
 
 TEST_F(SlotPathTest, EndedSequencesFreeTheirSlotsForFreshOnes) {

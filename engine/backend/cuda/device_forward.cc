@@ -83,10 +83,11 @@ class DeviceForwardImpl final : public DeviceForward {
     }
     // Each bucket runs once eagerly (kernels set their attributes on first launch), then is
     // captured; every row is padding here, which only the spare slot sees.
-    FillInputs({}, {}, buckets_.back());
+    FillInputs({}, {}, {}, buckets_.back());
     DI_RETURN_IF_ERROR(Upload());
     for (int b : buckets_) {
-      DI_RETURN_IF_ERROR(KernelStatus(EnqueueStep(plan_, b, stream_), "warm-up step"));
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, b, stream_), "warm-up step"));
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueHead(plan_, false, b, stream_), "warm-up step"));
       DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
       if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
     }
@@ -117,15 +118,18 @@ class DeviceForwardImpl final : public DeviceForward {
     return mem_.bytes() + (plan_.gemm ? kernels::Fp8GemmContext::kDefaultWorkspaceBytes : 0);
   }
 
+  using SlotStepper::Step;
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-              float* logits) override {
+              std::span<const int32_t> logit_rows, float* logits) override {
     DI_RETURN_IF_ERROR(Enter());
     DI_RETURN_IF_ERROR(Validate(slots, tokens));
+    DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, static_cast<int64_t>(slots.size())));
     if (slots.empty()) return Status::Ok();
-    Status st = Launch(slots, tokens);
+    const size_t n_out = logit_rows.empty() ? slots.size() : logit_rows.size();
+    Status st = Launch(slots, tokens, logit_rows);
     if (st.ok()) {
       st = CudaStatus(
-          cudaMemcpyAsync(logits, plan_.buf.logits, slots.size() * cfg_.vocab_size * sizeof(float),
+          cudaMemcpyAsync(logits, plan_.buf.logits, n_out * cfg_.vocab_size * sizeof(float),
                           cudaMemcpyDeviceToHost, stream_),
           "logits");
     }
@@ -149,7 +153,7 @@ class DeviceForwardImpl final : public DeviceForward {
     const int64_t words = (cfg_.vocab_size + 31) / 32;
     std::memcpy(host_params_, params.data(), rows * sizeof(kernels::SampleParams));
     if (bitmask) std::memcpy(host_mask_, bitmask, rows * words * sizeof(uint32_t));
-    Status st = Launch(slots, tokens);
+    Status st = Launch(slots, tokens, {});
     if (st.ok()) {
       st = CudaStatus(
           cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),
@@ -200,15 +204,22 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   // Uploads a checked step's inputs and launches it (no synchronisation).
-  Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+  // (The LM head runs after the graph, on the rows asked for: logit_rows, or all.)
+  Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                std::span<const int32_t> logit_rows) {
     const int rows = static_cast<int>(slots.size());
     const int bucket = *std::lower_bound(buckets_.begin(), buckets_.end(), rows);
-    FillInputs(slots, tokens, bucket);
+    FillInputs(slots, tokens, logit_rows, bucket);
     DI_RETURN_IF_ERROR(Upload());
     if (opt_.graphs) {
-      return CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph");
+      DI_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph"));
+    } else {
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
     }
-    return KernelStatus(EnqueueStep(plan_, bucket, stream_), "step");
+    const bool some = !logit_rows.empty();
+    return KernelStatus(
+        EnqueueHead(plan_, some, some ? static_cast<int>(logit_rows.size()) : rows, stream_),
+        "LM head");
   }
   // The step's one synchronisation; then each sequence is longer by its rows.
   Status Finish(std::span<const int32_t> slots) {
@@ -238,7 +249,7 @@ class DeviceForwardImpl final : public DeviceForward {
         ratios.push_back(L.ratio);
     }
     const size_t B = opt_.max_batch, n_r = ratios.size();
-    in_bytes_ = (B + (B + 1) + n_r * B) * 8 + (3 + 5 * n_r) * B * 4;
+    in_bytes_ = (B + (B + 1) + n_r * B) * 8 + (4 + 5 * n_r) * B * 4;
     DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(in_bytes_));
     DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_in_, in_bytes_), "cudaMallocHost"));
     in_dev_ = dev;
@@ -251,13 +262,14 @@ class DeviceForwardImpl final : public DeviceForward {
       in->tokens = p32;
       in->slot = p32 + B;
       in->seg_slot = p32 + 2 * B;
+      in->out_rows = p32 + 3 * B;
       in->ratios.resize(n_r);
       for (size_t r = 0; r < n_r; ++r) {
         RatioInputs& ri = in->ratios[r];
         ri.ratio = ratios[r];
         ri.rows_per_slot = ratios[r] ? opt_.max_context / ratios[r] : 0;
         ri.comp_pos = p64 + B + (B + 1) + r * B;
-        int32_t* q = p32 + 3 * B + 5 * r * B;
+        int32_t* q = p32 + 4 * B + 5 * r * B;
         ri.ring_row = q;
         ri.ring_dest = q + B;
         ri.page = q + 2 * B;
@@ -292,8 +304,10 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
-  void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens, int bucket) {
+  void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                  std::span<const int32_t> logit_rows, int bucket) {
     const int64_t all = opt_.slots + 1;
+    std::copy(logit_rows.begin(), logit_rows.end(), host_.out_rows);
     LayOutStepRows(slots, tokens, lengths_.data(), opt_.slots, bucket,
                    {host_.tokens, host_.slot, host_.pos, host_.seg_begin, host_.seg_slot});
     for (int i = 0; i < bucket; ++i) {
@@ -318,7 +332,7 @@ class DeviceForwardImpl final : public DeviceForward {
     cudaGraph_t graph = nullptr;
     DI_RETURN_IF_ERROR(
         CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capture"));
-    const int rc = EnqueueStep(plan_, bucket, stream_);
+    const int rc = EnqueueBody(plan_, bucket, stream_);
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     if (rc != 0 || end != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);

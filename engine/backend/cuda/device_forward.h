@@ -49,6 +49,7 @@ class DeviceForward : public SlotStepper {
   // ones before it — so prefill and decode rows of different sequences share a step, replayed
   // as its bucket's CUDA graph. Bad input (slot, token id, a slot's rows split or over
   // max_chunk, a full sequence) changes nothing.
+  using SlotStepper::Step;
 
   /// As Step, but picks each row's next token on the device — SampleToken's pick (kernels/
   /// sampling.h) with params[i], after the grammar mask (host words [rows, ceil(vocab / 32)], bit

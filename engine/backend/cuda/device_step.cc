@@ -325,7 +325,7 @@ int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const D
   return csa ? std::min<int64_t>(cfg.index_topk, R) : R;
 }
 
-int EnqueueStep(const StepPlan& p, int rows, void* s) {
+int EnqueueBody(const StepPlan& p, int rows, void* s) {
   const ModelConfig& c = *p.cfg;
   const DeviceModel& m = *p.model;
   const StepBuffers& b = p.buf;
@@ -342,8 +342,14 @@ int EnqueueStep(const StepPlan& p, int rows, void* s) {
     DI_CUDA_TRY(MoeBlock(p, L, rows, s));
     DI_CUDA_TRY(kernels::HyperPost(b.X2, b.y, b.post, b.comb, rows, n, d, b.X, s));
   }
-  DI_CUDA_TRY(HeadNorm(p, rows, s));
-  return DenseOfInput(p, m.head, rows, b.logits, s);
+  return HeadNorm(p, rows, s);
+}
+
+int EnqueueHead(const StepPlan& p, bool out_rows, int n_out, void* s) {
+  const StepBuffers& b = p.buf;
+  if (!out_rows) return DenseOfInput(p, p.model->head, n_out, b.logits, s);
+  DI_CUDA_TRY(kernels::GatherRows(b.x, p.cfg->hidden_size, p.in.out_rows, n_out, b.y, s));
+  return Dense(p, p.model->head, b.y, n_out, b.logits, s);
 }
 
 }  // namespace deepinfer

@@ -34,6 +34,7 @@ struct StepInputs {
   int64_t* pos = nullptr;
   int64_t* seg_begin = nullptr;  // segment k (a run of one slot's rows): seg_begin[k] .. [k + 1]
   int32_t* seg_slot = nullptr;   // segment k's slot
+  int32_t* out_rows = nullptr;   // the rows whose logits the step returns (EnqueueHead)
   std::vector<RatioInputs> ratios;
 };
 
@@ -93,9 +94,14 @@ Status AllocLayerCaches(const StepPlan& plan, int slots, DeviceMemory& mem,
 /// already set up).
 Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out);
 
-/// Launches one step of `rows` tokens on `stream` (a cudaStream_t); returns the first CUDA error
-/// code (0 on success). No host synchronisation, no allocation: capturable as a graph.
-int EnqueueStep(const StepPlan& plan, int rows, void* stream);
+/// Launches one step of `rows` tokens on `stream` (a cudaStream_t) up to the final norm (b.x);
+/// returns the first CUDA error code (0 on success). No host synchronisation, no allocation:
+/// capturable as a graph.
+int EnqueueBody(const StepPlan& plan, int rows, void* stream);
+/// The LM head after EnqueueBody: logits [n_out, vocab] of rows plan.in.out_rows[0 .. n_out)
+/// (out_rows false: of rows 0 .. n_out - 1) into plan.buf.logits. Outside the graph, so that a
+/// chunk's step pays the head for the rows it returns only.
+int EnqueueHead(const StepPlan& plan, bool out_rows, int n_out, void* stream);
 
 /// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
 int AttentionSplits(int rows);
