@@ -132,13 +132,16 @@ TEST_F(SlotPathTest, StepsOnSlotsGiveTheModelsLogits) {
 TEST_F(SlotPathTest, AStepReturnsTheRowsAskedFor) {
   Model all_model(*ck_, *cpu_, Numerics::kExact), some_model(*ck_, *cpu_, Numerics::kExact);
   HostSlotStepper all(all_model, 2, 16, 8, 128), some(some_model, 2, 16, 8, 128);
-  const std::vector<int32_t> slots = {0, 0, 0, 0, 0, 1}, tokens = Tokens(6, 5), rows = {4, 5};
-  std::vector<float> every(6 * V_), chosen(2 * V_);
+  // Row 2 lies inside slot 0's chunk, 4 ends it, 5 is slot 1's.
+  const std::vector<int32_t> slots = {0, 0, 0, 0, 0, 1}, tokens = Tokens(6, 5), rows = {2, 4, 5};
+  std::vector<float> every(6 * V_), chosen(3 * V_);
   ASSERT_TRUE(all.Step(slots, tokens, every.data()).ok());
   ASSERT_TRUE(some.Step(slots, tokens, rows, chosen.data()).ok());
-  EXPECT_EQ(std::memcmp(chosen.data(), &every[4 * V_], 2 * V_ * sizeof(float)), 0);
-  const std::vector<int32_t> unordered = {5, 4};
-  EXPECT_EQ(some.Step({slots.data(), 1}, {tokens.data(), 1}, unordered, chosen.data()).code(),
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(std::memcmp(&chosen[k * V_], &every[rows[k] * V_], V_ * sizeof(float)), 0) << k;
+  }
+  const std::vector<int32_t> unordered = {1, 0};
+  EXPECT_EQ(some.Step({slots.data(), 2}, {tokens.data(), 2}, unordered, chosen.data()).code(),
             ErrorCode::kInvalidArgument);
   EXPECT_EQ(some.length(0), 5);  // the refused step changed nothing
 }
