@@ -30,8 +30,6 @@
 namespace deepinfer {
 namespace {
 
-using testing::KernelShapedSpec;
-
 struct Agreement {
   double worst_rel = 0;
   int positions = 0, argmax_same = 0;
@@ -90,21 +88,20 @@ std::vector<std::vector<float>> DecodeOnDevice(const Checkpoint& ck, bool cpu_or
 TEST(DeviceForwardTest, DecodeMatchesTheCpuForward) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  const int64_t V = (*ck)->config.vocab_size;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int64_t V = ck->config.vocab_size;
   std::mt19937 rng(std::random_device{}());
   std::vector<std::vector<int32_t>> tokens(3, std::vector<int32_t>(kSteps));
   for (auto& seq : tokens)
     for (auto& t : seq) t = static_cast<int32_t>(rng() % V);
-  const auto exact = DecodeOnDevice(**ck, /*cpu_order=*/true, tokens);
-  const auto fast = DecodeOnDevice(**ck, /*cpu_order=*/false, tokens);
+  const auto exact = DecodeOnDevice(*ck, /*cpu_order=*/true, tokens);
+  const auto fast = DecodeOnDevice(*ck, /*cpu_order=*/false, tokens);
   ASSERT_EQ(exact.size(), 3u);
   ASSERT_EQ(fast.size(), 3u);
 
   auto cpu = MakeCpuBackend(4);
-  Model model(**ck, *cpu, Numerics::kReference);
+  Model model(*ck, *cpu, Numerics::kReference);
   Agreement agree;
   int64_t exact_mismatch = 0, first_bad = -1;
   for (int s = 0; s < 3; ++s) {
@@ -141,16 +138,15 @@ TEST(DeviceForwardTest, DecodeMatchesTheCpuForward) {
 TEST(DeviceForwardTest, BadInputChangesNothing) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(5), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok());
+  auto ck = testing::KernelShapedCheckpoint(dir, 5);
+  ASSERT_NE(ck, nullptr);
   DeviceForwardOptions opt;
   opt.max_batch = 2;
   opt.slots = 3;
   opt.max_context = 128;
-  auto dev = DeviceForward::Create(**ck, opt);
+  auto dev = DeviceForward::Create(*ck, opt);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
-  const int64_t V = (*ck)->config.vocab_size;
+  const int64_t V = ck->config.vocab_size;
   std::vector<float> first(2 * V), again(2 * V);
   const std::vector<int32_t> slots = {1, 0}, toks = {7, 9};
   ASSERT_TRUE((*dev)->Step(slots, toks, first.data()).ok());
@@ -187,16 +183,15 @@ TEST(DeviceForwardTest, BadInputChangesNothing) {
 TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok());
-  const int64_t V = (*ck)->config.vocab_size;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int64_t V = ck->config.vocab_size;
   constexpr int kSeqs = 12, kLen = 40;
   DeviceForwardOptions opt;
   opt.max_batch = kSeqs;
   opt.slots = kSeqs;
   opt.max_context = 128;
-  auto dev = DeviceForward::Create(**ck, opt);
+  auto dev = DeviceForward::Create(*ck, opt);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   std::mt19937 rng(std::random_device{}());
   std::vector<std::vector<int32_t>> tokens(kSeqs, std::vector<int32_t>(kLen));
@@ -211,7 +206,7 @@ TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
     for (int s = 0; s < kSeqs; ++s) std::copy_n(&logits[s * V], V, &got[(s * kLen + t) * V]);
   }
   auto cpu = MakeCpuBackend(4);
-  Model model(**ck, *cpu, Numerics::kReference);
+  Model model(*ck, *cpu, Numerics::kReference);
   Agreement agree;
   int first_close = 0;  // sequences whose first position agrees to fp32 rounding
   std::vector<float> want(V);
@@ -279,10 +274,9 @@ std::vector<std::vector<float>> ChunksOnDevice(const Checkpoint& ck, bool cpu_or
 TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  const int64_t V = (*ck)->config.vocab_size;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int64_t V = ck->config.vocab_size;
   // Rows of sequence 0 and of sequence 1 per step: 150 prompt tokens of sequence 0 in chunks
   // (with a 5-token chunk of sequence 1 in the same step once), then both decode.
   std::vector<std::pair<int, int>> steps = {{1, 1}, {7, 5}, {64, 1}, {33, 1}, {45, 1}};
@@ -291,14 +285,14 @@ TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
   std::vector<std::vector<int32_t>> tokens(2, std::vector<int32_t>(170));
   for (auto& seq : tokens)
     for (auto& t : seq) t = static_cast<int32_t>(rng() % V);
-  const auto exact = ChunksOnDevice(**ck, /*cpu_order=*/true, tokens, steps);
-  const auto fast = ChunksOnDevice(**ck, /*cpu_order=*/false, tokens, steps);
+  const auto exact = ChunksOnDevice(*ck, /*cpu_order=*/true, tokens, steps);
+  const auto fast = ChunksOnDevice(*ck, /*cpu_order=*/false, tokens, steps);
   ASSERT_EQ(exact.size(), 2u);
   ASSERT_EQ(fast.size(), 2u);
   // The CPU forward is batch-invariant: its prefill gives every position the logits it gives
   // token by token.
   auto cpu = MakeCpuBackend(4);
-  Model model(**ck, *cpu, Numerics::kReference);
+  Model model(*ck, *cpu, Numerics::kReference);
   Agreement agree;
   for (int s = 0; s < 2; ++s) {
     const int64_t n = static_cast<int64_t>(exact[s].size()) / V;
@@ -324,17 +318,16 @@ TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
 TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(MakeTinyCheckpoint(KernelShapedSpec(std::random_device{}()), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok());
-  const int32_t V = (*ck)->config.vocab_size;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int32_t V = ck->config.vocab_size;
   const int64_t words = (V + 31) / 32;
   DeviceForwardOptions opt;
   opt.max_batch = 3;
   opt.slots = 3;
   opt.max_context = 128;
-  auto with_logits = DeviceForward::Create(**ck, opt);
-  auto with_tokens = DeviceForward::Create(**ck, opt);
+  auto with_logits = DeviceForward::Create(*ck, opt);
+  auto with_tokens = DeviceForward::Create(*ck, opt);
   ASSERT_TRUE(with_logits.ok() && with_tokens.ok());
   std::mt19937 rng(std::random_device{}());
   const std::vector<int32_t> slots = {1, 2, 0};

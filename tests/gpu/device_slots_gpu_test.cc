@@ -20,21 +20,19 @@ namespace {
 TEST(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir;
-  ASSERT_TRUE(
-      MakeTinyCheckpoint(testing::KernelShapedSpec(std::random_device{}()), dir.path()).ok());
-  auto ck = LoadCheckpoint(dir.path());
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  const int64_t V = (*ck)->config.vocab_size;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int64_t V = ck->config.vocab_size;
   DeviceForwardOptions opt;
   opt.max_batch = 24;
   opt.max_chunk = 16;
   opt.slots = 2;
   opt.max_context = 128;
   opt.cpu_order = true;
-  auto dev = DeviceForward::Create(**ck, opt);
+  auto dev = DeviceForward::Create(*ck, opt);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   auto cpu = MakeCpuBackend(4);
-  Model on_slots(**ck, *cpu, Numerics::kReference), plain(**ck, *cpu, Numerics::kReference);
+  Model on_slots(*ck, *cpu, Numerics::kReference), plain(*ck, *cpu, Numerics::kReference);
   on_slots.UseSlots(dev->get());
   std::mt19937 rng(std::random_device{}());
   // Two rounds of two sequences on two slots: the second round reuses the slots the first left.

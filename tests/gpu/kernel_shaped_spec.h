@@ -3,9 +3,14 @@
 // enough for the CPU forward to serve as the reference in seconds.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <memory>
 
 #include "engine/model/tiny_checkpoint.h"
+#include "engine/model/weights.h"
+#include "tests/unit/test_util.h"
 
 namespace deepinfer::testing {
 
@@ -28,6 +33,22 @@ inline TinySpec KernelShapedSpec(uint64_t seed) {
   s.top_k = 4;
   s.moe_inter = 256;
   return s;
+}
+
+/// The checkpoint of KernelShapedSpec(seed) written to `dir` and loaded; null, with the reason
+/// reported as a test failure, when either fails.
+inline std::unique_ptr<Checkpoint> KernelShapedCheckpoint(const TempDir& dir, uint64_t seed) {
+  const Status made = MakeTinyCheckpoint(KernelShapedSpec(seed), dir.path());
+  if (!made.ok()) {
+    ADD_FAILURE() << made.ToString();
+    return nullptr;
+  }
+  auto ck = LoadCheckpoint(dir.path());
+  if (!ck.ok()) {
+    ADD_FAILURE() << ck.status().ToString();
+    return nullptr;
+  }
+  return std::move(ck).value();
 }
 
 }  // namespace deepinfer::testing
