@@ -2,7 +2,7 @@
 //
 // Every option has one snake_case key (`max_clients`) used in the config file and one flag
 // (`--max-clients`) on the command line; flags override the file. The option table in
-// config.cc is the single source of truth for parsing, usage text and the reload rules.
+// config_options.cc is the single source of truth for parsing, usage text and the reload rules.
 #pragma once
 
 #include <sys/types.h>
