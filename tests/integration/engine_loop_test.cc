@@ -242,14 +242,22 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     // proof that the steps ran there.
     const bool long_accepted = (*c)->Generate(Request(7, std::vector<int32_t>(126, 5), 8)).ok();
     if (long_accepted) ended[7] = DrainOne(**c);
+    // Without max_tokens a request takes what its slot has left (2 positions here) and ends
+    // normally instead of overrunning it.
+    auto open_ended = Request(8, std::vector<int32_t>(126, 3), 0);
+    open_ended.max_tokens.reset();
+    EXPECT_TRUE((*c)->Generate(open_ended).ok());
+    ended[8] = DrainOne(**c);
     return ended;
   };
   const auto layers = run(dir_ / "layers.sock", {"--step-token-budget", "8"});
   const auto slots = run(dir_ / "slots.sock",
                          {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests",
                           "3", "--step-token-budget", "8", "--slot-context", "128"});
-  ASSERT_EQ(layers.size(), 7u);
-  ASSERT_EQ(slots.size(), 6u);
+  ASSERT_EQ(layers.size(), 8u);
+  ASSERT_EQ(slots.size(), 7u);
+  EXPECT_TRUE(EndedDone(slots.at(8)));
+  EXPECT_LE(slots.at(8).tokens.size(), 2u);
   for (uint64_t id = 1; id <= 6; ++id) {
     const Ended& r = slots.at(id);
     EXPECT_TRUE(EndedDone(r)) << id;
