@@ -250,10 +250,11 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     ended[8] = DrainOne(**c);
     return ended;
   };
-  const auto layers = run(dir_ / "layers.sock", {"--step-token-budget", "8"});
-  const auto slots = run(dir_ / "slots.sock",
-                         {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests",
-                          "3", "--step-token-budget", "8", "--slot-context", "128"});
+  const auto layers =
+      run(dir_ / "layers.sock", {"--step-token-budget", "8", "--max-tokens-cap", "64"});
+  const auto slots = run(dir_ / "slots.sock", {"--forward", "slots", "--prefix-cache-bytes", "0",
+                                               "--batch-requests", "3", "--step-token-budget", "8",
+                                               "--slot-context", "128", "--max-tokens-cap", "64"});
   ASSERT_EQ(layers.size(), 8u);
   ASSERT_EQ(slots.size(), 7u);
   EXPECT_TRUE(EndedDone(slots.at(8)));
