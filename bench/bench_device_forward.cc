@@ -1,12 +1,14 @@
 // bench_device_forward: decode steps of the device forward (engine/backend/cuda/device_forward.h)
-// on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read.
+// on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read;
+// or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
-//                        [--max-context N] [--no-eager]
+//                        [--max-context N] [--no-eager] [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only.
 // Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
 // (dense weights in their formats, the experts uniform routing touches, cache rows and indexer
-// keys) and that against 4.3 TB/s.
+// keys) and that against 4.3 TB/s. --prefill C,...: for each chunk size, one sequence's
+// --context prompt tokens in chunks of C (the last row's logits each), timed whole.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -77,6 +79,50 @@ std::vector<int> ParseList(const char* s) {
   return v;
 }
 
+// One sequence's `context` prompt tokens in chunks of each size, the LM head on each chunk's
+// last row only (as the engine asks), timed from the first chunk to the last one's logits.
+int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t context) {
+  const int64_t V = ck.config.vocab_size;
+  for (int chunk : chunks) {
+    if (chunk < 1) return 2;
+    DeviceForwardOptions opt;
+    opt.max_batch = chunk;
+    opt.max_chunk = chunk;
+    opt.slots = 1;
+    opt.max_context = (context + 127) / 128 * 128;
+    auto dev = DeviceForward::Create(ck, opt);
+    if (!dev.ok()) {
+      std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
+      return 1;
+    }
+    const std::vector<int32_t> slots(chunk, 0);
+    std::vector<int32_t> tokens(context);
+    for (int64_t t = 0; t < context; ++t) tokens[t] = static_cast<int32_t>((37 * t + 11) % V);
+    std::vector<float> logits(V);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t done = 0; done < context; done += chunk) {
+      const int n = static_cast<int>(std::min<int64_t>(chunk, context - done));
+      const int32_t last = n - 1;
+      const Status st =
+          (*dev)->Step({slots.data(), static_cast<size_t>(n)},
+                       {&tokens[done], static_cast<size_t>(n)}, {&last, 1}, logits.data());
+      if (!st.ok()) {
+        std::fprintf(stderr, "%s\n", st.ToString().c_str());
+        return 1;
+      }
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    std::printf(
+        "{\"mode\": \"prefill\", \"chunk\": %d, \"context\": %lld, \"us_total\": %.0f, "
+        "\"us_per_chunk\": %.1f, \"tokens_per_s\": %.0f, \"device_mib\": %zu}\n",
+        chunk, static_cast<long long>(context), us, us * chunk / context, context * 1e6 / us,
+        (*dev)->device_bytes() >> 20);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +133,7 @@ int main(int argc, char** argv) {
   int64_t max_context = 0;
   bool eager = true;
   bool bad = false;
+  std::vector<int> prefill;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--no-eager") {
@@ -108,6 +155,8 @@ int main(int argc, char** argv) {
       context = std::atoll(value);
     } else if (flag == "--steps") {
       steps = std::atoi(value);
+    } else if (flag == "--prefill") {
+      prefill = ParseList(value);
     } else {
       bad = true;
     }
@@ -119,7 +168,7 @@ int main(int argc, char** argv) {
   if (bad || model.empty() || context < 1 || steps < 1) {
     std::fprintf(stderr,
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
-                 "[--steps 64] [--max-context N] [--no-eager]\n");
+                 "[--steps 64] [--max-context N] [--no-eager] [--prefill 128,512]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -128,6 +177,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int64_t V = (*ck)->config.vocab_size;
+  if (!prefill.empty()) return Prefill(**ck, prefill, context);
   for (int batch : batches) {
     for (bool graphs : {true, false}) {
       if (!graphs && !eager) continue;
