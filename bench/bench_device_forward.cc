@@ -84,7 +84,10 @@ std::vector<int> ParseList(const char* s) {
 int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t context) {
   const int64_t V = ck.config.vocab_size;
   for (int chunk : chunks) {
-    if (chunk < 1) return 2;
+    if (chunk < 1) {
+      std::fprintf(stderr, "--prefill chunk sizes must be positive\n");
+      return 2;
+    }
     DeviceForwardOptions opt;
     opt.max_batch = chunk;
     opt.max_chunk = chunk;

@@ -176,8 +176,8 @@ const std::vector<OptionSpec>& OptionTable() {
      SetOneOf<&C::device, kDevices>, Same<&C::device>},
     {{"forward", "layers|slots", "layers",
       "layers: the model's forward over the backend; slots: sequences in slots, on cuda the device "
-      "forward (device caches, CUDA graphs; numerics reference, prefix_cache_bytes 0), on cpu its "
-      "CPU reference", false},
+      "forward (device caches, CUDA graphs; numerics reference), on cpu its CPU reference; needs "
+      "prefix_cache_bytes 0 and cache_memory_bytes 0", false},
      SetOneOf<&C::forward, kForwards>, Same<&C::forward>},
     {{"slot_context", "N", "4096", "positions per sequence with forward slots (multiple of 128)",
       false},
@@ -220,7 +220,8 @@ const std::vector<OptionSpec>& OptionTable() {
      SetUint<&C::prefix_cache_bytes, 0, 1ull << 40, true>, Same<&C::prefix_cache_bytes>},
     {{"batch_requests", "N", "64", "requests advanced together in one engine step", false},
      SetUint<&C::batch_requests, 1, 4096>, Same<&C::batch_requests>},
-    {{"step_token_budget", "N", "512", "tokens per engine step (prefill chunks share what decode leaves)", false},
+    {{"step_token_budget", "N", "512",
+      "tokens per engine step (prefill chunks share what decode leaves)", false},
      SetUint<&C::step_token_budget, 1, 1u << 20>, Same<&C::step_token_budget>},
     {{"overlap", "on|off", "on",
       "prepare the next engine step (grammar masks, new requests) while the model runs; "

@@ -9,6 +9,8 @@
 
 namespace deepinfer::daemon {
 
+/// One option: its usage text, the setter that parses a value into DaemonConfig, and whether
+/// two configs agree on it.
 struct OptionSpec {
   DaemonOptionInfo info;
   Status (*set)(DaemonConfig&, std::string_view);

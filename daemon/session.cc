@@ -209,8 +209,9 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     const size_t room = server_.config_.slot_context;
     if (p.prompt.size() >= room || (req.max_tokens && p.prompt.size() + *req.max_tokens > room)) {
       return reject(ipc::kErrInvalidArgument,
-                    "prompt: " + std::to_string(p.prompt.size()) + " tokens plus max_tokens " +
-                        "exceed slot_context (" + std::to_string(room) + ")");
+                    "prompt: " + std::to_string(p.prompt.size()) + " tokens" +
+                        (req.max_tokens ? " plus max_tokens" : "") + " do not fit slot_context (" +
+                        std::to_string(room) + ")");
     }
     p.max_tokens = std::min<int>(p.max_tokens, static_cast<int>(room - p.prompt.size()));
   }

@@ -61,14 +61,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   });
 }
 
-// As the FP8 GEMV: a short product's columns split over up to 8 warps while fewer than 8,192
-// warps would be in flight.
+// Warps in flight that keep the H200's SMs streaming (64 resident per SM).
+constexpr int64_t kTargetWarps = 8192;
+
+// As the FP8 GEMV: a short product's columns split over up to 8 warps while fewer than
+// kTargetWarps warps would be in flight. Outs and the split follow the weight's shape alone,
+// never the number of activation rows, so a row's sums are the same in any batch.
 template <int Outs, int Rows>
 void LaunchRows(const uint16_t* w, int64_t out, int64_t in, const float* x, float* y,
                 cudaStream_t stream) {
   const int64_t warps = (out + Outs - 1) / Outs, steps = (in / 8 + 31) / 32;
   int split = 1;
-  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < 8192) split *= 2;
+  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
   const int64_t per_block = kWarpsPerBlock / split * Outs;
   Bf16GemvKernel<Outs, Rows><<<static_cast<unsigned>((out + per_block - 1) / per_block),
                                kWarpsPerBlock * 32, 0, stream>>>(w, out, in, x, y, split);

@@ -110,7 +110,7 @@ __device__ __forceinline__ void Normalize(float (&C)[N][N], float eps) {
   }
 }
 
-// The combination matrix from the row's dots d (already scaled by the norm's inv): a row softmax
+// The combination matrix from the row's dots d and the norm's inv (applied here): a row softmax
 // + eps, a column normalisation, then iters - 1 row + column rounds — the CPU backend's sequence.
 // With N * N <= 32 lane i * N + j holds C[i][j] and gathers its row or column by shuffles in the
 // serial order, so the sums round exactly as one thread's would; wider matrices take lane 0.

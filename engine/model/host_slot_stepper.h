@@ -13,6 +13,7 @@
 
 namespace deepinfer {
 
+/// The slot contract on a plain Model, slot by slot a SequenceState (see the file comment).
 class HostSlotStepper : public SlotStepper {
  public:
   /// `model` must not itself run on slots (its ForwardBatch would come back here) and outlives
@@ -20,7 +21,7 @@ class HostSlotStepper : public SlotStepper {
   HostSlotStepper(Model& model, int slots, int max_rows, int max_chunk, int64_t max_context);
 
   int slots() const override { return static_cast<int>(states_.size()); }
-  int max_rows() const override { return limits_.max_batch; }
+  int max_rows() const override { return limits_.max_rows; }
   int max_chunk() const override { return limits_.max_chunk; }
   int64_t max_context() const override { return limits_.max_context; }
   Status ResetSlot(int slot) override;

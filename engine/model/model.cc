@@ -39,6 +39,7 @@ void Model::UseSlots(SlotStepper* stepper) {
   step_slots_.reserve(stepper->max_rows());
   step_tokens_.reserve(stepper->max_rows());
   step_logit_rows_.reserve(stepper->max_rows());
+  slot_seen_.assign(stepper->slots(), 0);
   step_logits_.assign(static_cast<size_t>(stepper->max_rows()) * cfg_.vocab_size, 0.0f);
 }
 
@@ -152,12 +153,17 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
       return InvalidArgument("every slot is leased: the engine runs more sequences than slots");
     }
     if (it.streams != nullptr) return InvalidArgument("the slot path returns no streams (MTP)");
-    for (const BatchItem& other : items) {
-      if (&other != &it && other.seq == it.seq)
-        return InvalidArgument("a sequence appears twice in a batch");
-    }
     rows += static_cast<int64_t>(it.tokens.size());
   }
+  // A sequence twice means its slot twice (each sequence leases its own).
+  Status twice = Status::Ok();
+  for (const BatchItem& it : items) {
+    uint8_t& seen = slot_seen_[it.seq->slot.slot()];
+    if (seen) twice = InvalidArgument("a sequence appears twice in a batch");
+    seen = 1;
+  }
+  for (const BatchItem& it : items) slot_seen_[it.seq->slot.slot()] = 0;
+  DI_RETURN_IF_ERROR(twice);
   if (rows > stepper_->max_rows()) {
     return InvalidArgument("a step of " + std::to_string(rows) + " rows; the slots take " +
                            std::to_string(stepper_->max_rows()));
@@ -170,23 +176,26 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
     const int32_t c = static_cast<int32_t>(it.tokens.size());
     step_slots_.insert(step_slots_.end(), it.tokens.size(), it.seq->slot.slot());
     step_tokens_.insert(step_tokens_.end(), it.tokens.begin(), it.tokens.end());
-    for (int32_t r = it.last_logits_only && c > 0 ? c - 1 : 0; it.logits && r < c; ++r) {
-      step_logit_rows_.push_back(first + r);
+    if (it.logits != nullptr && c > 0) {
+      for (int32_t r = it.last_logits_only ? c - 1 : 0; r < c; ++r) {
+        step_logit_rows_.push_back(first + r);
+      }
     }
   }
-  // A reused slot still holds its last sequence: emptied for a fresh one. (The stepper checks
-  // the rows — ids, chunk sizes, room — before it touches anything else.)
+  // A fresh sequence empties its slot: a reused slot still holds its last sequence, and even a
+  // slot whose length reads 0 may hold caches a failed step moved. (The stepper checks the rows —
+  // ids, chunk sizes, room — before it touches anything else.)
   for (const BatchItem& it : items) {
     const int slot = it.seq->slot.slot();
     if (it.seq->length == 0) {
-      // Emptied even when its length reads 0: a failed step may have left the caches moved.
       DI_RETURN_IF_ERROR(stepper_->ResetSlot(slot));
     } else if (stepper_->length(slot) != it.seq->length) {
       return Internal("a sequence and its slot disagree on its length");
     }
   }
+  // No item wants logits: ask for one row, since an empty list would mean every row.
   if (!step_slots_.empty() && step_logit_rows_.empty()) {
-    step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);  // empty: every row
+    step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);
   }
   if (!step_slots_.empty()) {
     DI_RETURN_IF_ERROR(

@@ -108,6 +108,7 @@ class Model {
   SlotStepper* stepper_ = nullptr;
   std::shared_ptr<SlotPool> slot_pool_;
   std::vector<int32_t> step_slots_, step_tokens_, step_logit_rows_;
+  std::vector<uint8_t> slot_seen_;  // one mark per slot while a step's items are checked
   std::vector<float> step_logits_;
 };
 

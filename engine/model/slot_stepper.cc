@@ -8,9 +8,9 @@ Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> to
                      const int64_t* lengths, const StepLimits& lim, std::vector<uint8_t>& seen) {
   const int rows = static_cast<int>(slots.size());
   if (slots.size() != tokens.size()) return InvalidArgument("one token per row");
-  if (rows > lim.max_batch) {
-    return InvalidArgument("step of " + std::to_string(rows) + " rows; max_batch is " +
-                           std::to_string(lim.max_batch));
+  if (rows > lim.max_rows) {
+    return InvalidArgument("a step of " + std::to_string(rows) + " rows; at most " +
+                           std::to_string(lim.max_rows) + " rows a step");
   }
   Status st = Status::Ok();
   int64_t run = 0;

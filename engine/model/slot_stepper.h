@@ -1,8 +1,9 @@
 // The slot contract: sequences live in numbered slots whose caches an implementation holds (the
 // device forward, engine/backend/cuda/device_forward.h, on the GPU; HostSlotStepper on the CPU as
 // its reference), and a step appends rows to them — one decode token per slot, or a prompt chunk
-// of one slot's consecutive rows — returning every row's next-token logits. The Model runs its
-// steps through a stepper after Model::UseSlots; a sequence's state then holds a SlotLease.
+// of one slot's consecutive rows — returning the next-token logits of the rows asked for. The
+// Model runs its steps through a stepper after Model::UseSlots; a sequence's state then holds a
+// SlotLease.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 namespace deepinfer {
 
+/// Runs steps of rows on sequences it holds in slots (the contract above).
 class SlotStepper {
  public:
   virtual ~SlotStepper() = default;
@@ -45,7 +47,7 @@ class SlotStepper {
 /// The limits a step's rows are checked against.
 struct StepLimits {
   int slots = 0;            // slots 0 .. slots - 1 hold sequences
-  int max_batch = 0;        // rows per step
+  int max_rows = 0;         // rows per step
   int max_chunk = 1;        // rows of one slot per step
   int64_t max_context = 0;  // positions per sequence
   int32_t vocab = 0;
@@ -67,7 +69,9 @@ class SlotPool {
   explicit SlotPool(int slots);
   /// A free slot, or -1 when every slot is leased.
   int Take();
+  /// Returns a slot taken before (the next Take gets it first).
   void Give(int slot);
+  /// Slots not leased now.
   int free_slots() const;
 
  private:

@@ -36,7 +36,7 @@ TEST(SlotStepperTest, BadStepsAreRefusedAndLeaveNoMarks) {
   EXPECT_NE(check({-1}, {1}).find("bad slot"), std::string::npos);
   EXPECT_NE(check({2}, {100}).find("out of range"), std::string::npos);
   EXPECT_NE(check({0}, {1, 2}).find("one token per row"), std::string::npos);
-  EXPECT_NE(check(std::vector<int32_t>(9, 0), std::vector<int32_t>(9, 1)).find("max_batch"),
+  EXPECT_NE(check(std::vector<int32_t>(9, 0), std::vector<int32_t>(9, 1)).find("at most 8 rows"),
             std::string::npos);
 }
 
@@ -169,6 +169,11 @@ TEST_F(SlotPathTest, EndedSequencesFreeTheirSlotsForFreshOnes) {
     // A step over the slots' rows is refused before anything runs.
     const std::vector<int32_t> long_chunk = Tokens(17, 4);
     EXPECT_EQ(slotted.Forward(s, long_chunk, nullptr, nullptr).code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(s.length, 9);
+    // One sequence twice in a batch is refused.
+    BatchItem twice[2] = {{&s, {t.data(), 1}, nullptr, nullptr, false},
+                          {&s, {t.data(), 1}, nullptr, nullptr, false}};
+    EXPECT_NE(slotted.ForwardBatch(twice).message().find("twice"), std::string::npos);
     EXPECT_EQ(s.length, 9);
     // Streams (the MTP's input) are not on this path.
     std::vector<float> streams(V_ * 64);

@@ -33,11 +33,11 @@ Result<std::vector<float>> DeviceForwardLogits(const Checkpoint& ck,
   opt.cpu_order = cpu_order;
   DI_ASSIGN_OR_RETURN(auto dev, DeviceForward::Create(ck, opt));
   std::vector<float> logits(n * V);
-  const std::vector<int32_t> slot(largest, 0);
+  const std::vector<int32_t> slots(largest, 0);  // every row in slot 0
   const auto t0 = std::chrono::steady_clock::now();
   int64_t done = 0;
   for (int64_t c : chunks) {
-    DI_RETURN_IF_ERROR(dev->Step({slot.data(), static_cast<size_t>(c)},
+    DI_RETURN_IF_ERROR(dev->Step({slots.data(), static_cast<size_t>(c)},
                                  {&tokens[done], static_cast<size_t>(c)}, &logits[done * V]));
     done += c;
   }

@@ -81,8 +81,9 @@ class DeviceForwardImpl final : public DeviceForward {
       buckets_.push_back(b);
       if (b == opt_.max_batch) break;
     }
-    // Each bucket runs once eagerly (kernels set their attributes on first launch), then is
-    // captured; every row is padding here, which only the spare slot sees.
+    // Each bucket runs once eagerly with its head (kernels set their attributes on first
+    // launch), then its body is captured (the head runs after the graph, on the rows asked for);
+    // every row is padding here, which only the spare slot sees.
     FillInputs({}, {}, {}, buckets_.back());
     DI_RETURN_IF_ERROR(Upload());
     for (int b : buckets_) {
@@ -216,9 +217,9 @@ class DeviceForwardImpl final : public DeviceForward {
     } else {
       DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
     }
-    const bool some = !logit_rows.empty();
+    const bool chosen = !logit_rows.empty();
     return KernelStatus(
-        EnqueueHead(plan_, some, some ? static_cast<int>(logit_rows.size()) : rows, stream_),
+        EnqueueHead(plan_, chosen, chosen ? static_cast<int>(logit_rows.size()) : rows, stream_),
         "LM head");
   }
   // The step's one synchronisation; then each sequence is longer by its rows.

@@ -38,7 +38,7 @@ class DeviceForward : public SlotStepper {
   /// may be released afterwards). Errors: no CUDA device, shapes or formats the production
   /// kernels do not take, options out of range. A device fault in a later call stops the
   /// forward: that call and every later one return the fault (its caches may be partly
-  /// advanced), and the engine drains and creates a new one.
+  /// advanced; `fault()` reports it), and the daemon exits for systemd to restart it.
   static Result<std::unique_ptr<DeviceForward>> Create(const Checkpoint& checkpoint,
                                                        const DeviceForwardOptions& options);
   virtual ~DeviceForward() = default;

@@ -345,9 +345,10 @@ int EnqueueBody(const StepPlan& p, int rows, void* s) {
   return HeadNorm(p, rows, s);
 }
 
-int EnqueueHead(const StepPlan& p, bool out_rows, int n_out, void* s) {
+int EnqueueHead(const StepPlan& p, bool chosen_rows, int n_out, void* s) {
   const StepBuffers& b = p.buf;
-  if (!out_rows) return DenseOfInput(p, p.model->head, n_out, b.logits, s);
+  if (!chosen_rows) return DenseOfInput(p, p.model->head, n_out, b.logits, s);
+  // b.y ([max_batch, hidden]) is free here: the last mHC post of the body has read it.
   DI_CUDA_TRY(kernels::GatherRows(b.x, p.cfg->hidden_size, p.in.out_rows, n_out, b.y, s));
   return Dense(p, p.model->head, b.y, n_out, b.logits, s);
 }

@@ -99,9 +99,9 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
 /// capturable as a graph.
 int EnqueueBody(const StepPlan& plan, int rows, void* stream);
 /// The LM head after EnqueueBody: logits [n_out, vocab] of rows plan.in.out_rows[0 .. n_out)
-/// (out_rows false: of rows 0 .. n_out - 1) into plan.buf.logits. Outside the graph, so that a
-/// chunk's step pays the head for the rows it returns only.
-int EnqueueHead(const StepPlan& plan, bool out_rows, int n_out, void* stream);
+/// (chosen_rows false: of rows 0 .. n_out - 1) into plan.buf.logits. Outside the graph, so that
+/// a chunk's step pays the head for the rows it returns only.
+int EnqueueHead(const StepPlan& plan, bool chosen_rows, int n_out, void* stream);
 
 /// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
 int AttentionSplits(int rows);
