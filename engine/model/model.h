@@ -45,6 +45,9 @@ class Model {
   /// checkpoint and outlives its sequences. No MTP and no streams out on this path. Call before
   /// the first NewSequence.
   void UseSlots(SlotStepper* stepper);
+  /// The most tokens of one sequence a ForwardBatch takes: the stepper's chunk on the slot path,
+  /// else no limit.
+  int64_t max_chunk() const { return stepper_ ? stepper_->max_chunk() : INT64_MAX; }
 
   /// A fresh sequence with empty caches (on the slot path: with a slot, or with none when all are
   /// leased, which its first step reports).

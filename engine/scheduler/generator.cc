@@ -239,7 +239,7 @@ Result<GenerationEnd> Generator::Run(uint64_t request_id, const GenerationParams
   for (;;) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
       return GenerationEnd::kCancelled;
-    BatchItem item{&state.seq(), state.NextInput(INT64_MAX), logits.data(), nullptr, true};
+    BatchItem item{&state.seq(), state.NextInput(model_.max_chunk()), logits.data(), nullptr, true};
     DI_RETURN_IF_ERROR(model_.ForwardBatch(std::span<BatchItem>(&item, 1)));
     DI_ASSIGN_OR_RETURN(std::optional<GenerationEnd> end, state.OnStep(logits.data(), emit));
     if (end) return *end;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/model/host_slot_stepper.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "tests/unit/test_util.h"
 
@@ -73,6 +74,30 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxChain) {
   std::string text;
   for (const auto& t : out) text += t.text;
   EXPECT_EQ(text, *tok_->Decode(std::vector<int32_t>(seq.begin() + 3, seq.end())));
+}
+
+// On the slot path a prompt longer than the stepper's chunk is fed in chunks; the tokens are the
+// layers forward's.
+TEST_F(GeneratorTest, PromptsLongerThanASlotChunkGoInChunks) {
+  Model inner(*ck_, *backend_, Numerics::kExact), slotted(*ck_, *backend_, Numerics::kExact);
+  HostSlotStepper stepper(inner, 1, 8, 8, 128);
+  slotted.UseSlots(&stepper);
+  std::vector<int32_t> prompt(21);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(3 + 5 * i);
+  const GenerationParams p = Params(prompt, 5, 0);
+  GenerationEnd plain_end, slot_end;
+  const auto plain = Generate(p, &plain_end);
+  Generator g(slotted, tok_.get());
+  std::vector<int32_t> got;
+  auto r = g.Run(2, p, [&](const GeneratedToken& t) {
+    got.push_back(t.token);
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  slot_end = *r;
+  EXPECT_EQ(slot_end, plain_end);
+  ASSERT_EQ(got.size(), plain.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], plain[i].token) << i;
 }
 
 TEST_F(GeneratorTest, StopIdsAndStopStrings) {
