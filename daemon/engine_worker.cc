@@ -9,7 +9,10 @@
 namespace deepinfer {
 
 EngineWorker::EngineWorker(Model& model, const Tokenizer* tokenizer, Options options)
-    : model_(model), tok_(tokenizer), options_(options), inbox_(options.queue_capacity) {}
+    : model_(model), tok_(tokenizer), options_(options), inbox_(options.queue_capacity) {
+  stats_.slots_total.store(model.slots_total());
+  stats_.slots_free.store(model.slots_free());
+}
 
 EngineWorker::~EngineWorker() { Stop(); }
 
@@ -203,6 +206,7 @@ void EngineWorker::Loop() {
       const BlockPool::Stats pool = model_.block_pool_stats();  // what the snapshots still hold
       stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
       stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
+      stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_.load() || !inbox_.empty(); });
@@ -277,6 +281,7 @@ void EngineWorker::Loop() {
     const BlockPool::Stats pool = model_.block_pool_stats();
     stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
+    stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
     if (st.ok()) {

@@ -51,6 +51,9 @@ struct EngineStats {
   // snapshots, each block counted once however many hold it), and blocks kept for reuse.
   std::atomic<uint64_t> kv_blocks_in_use{0};
   std::atomic<uint64_t> kv_blocks_free{0};
+  // The slot path's slots (forward slots): all of them, and those no sequence holds now.
+  std::atomic<int64_t> slots_total{0};
+  std::atomic<int64_t> slots_free{0};
   // Step timing: model time per step, and the gap between one step's end and the next one's
   // start while requests keep running (the device idles there unless the loop overlaps).
   std::atomic<uint64_t> forward_ns_total{0};

@@ -121,6 +121,9 @@ std::string Server::StatusJson() const {
   j += ", \"kv_block_bytes\": " + std::to_string(kBlockBytes);
   j += ", \"kv_blocks_in_use\": " + std::to_string(e.kv_blocks_in_use.load());
   j += ", \"kv_blocks_free\": " + std::to_string(e.kv_blocks_free.load());
+  j += ", \"forward\": \"" + config_.forward + "\"";
+  j += ", \"slots_total\": " + std::to_string(e.slots_total.load());
+  j += ", \"slots_free\": " + std::to_string(e.slots_free.load());
   const uint64_t fwd = e.forward_steps.load(), gaps = e.idle_gaps.load();
   j += ", \"overlap\": " + std::string(config_.overlap ? "true" : "false");
   j += ", \"step_forward_us_avg\": " +

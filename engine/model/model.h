@@ -48,6 +48,9 @@ class Model {
   /// The most tokens of one sequence a ForwardBatch takes: the stepper's chunk on the slot path,
   /// else no limit.
   int64_t max_chunk() const { return stepper_ ? stepper_->max_chunk() : INT64_MAX; }
+  /// On the slot path, the stepper's slots and those no sequence leases now (else 0 and 0).
+  int slots_total() const { return stepper_ ? stepper_->slots() : 0; }
+  int slots_free() const { return slot_pool_ ? slot_pool_->free_slots() : 0; }
 
   /// A fresh sequence with empty caches (on the slot path: with a slot, or with none when all are
   /// leased, which its first step reports).

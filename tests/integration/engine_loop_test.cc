@@ -1,6 +1,6 @@
 // deepinferd end to end, the engine loop: batching, preemption under a tiny cache, the prefix
 // cache (exactness, hits, one-token chunks, 48 concurrent requests), fairness, the overlapped and
-// plain loops, structured outputs and jump-forward, and the slot path.
+// plain loops, structured outputs and jump-forward (the slot path: slot_path_test.cc).
 #include "tests/integration/daemon_harness.h"
 
 namespace deepinfer {
@@ -217,54 +217,6 @@ TEST_F(DaemonTest, OverlappedAndPlainLoopsGiveTheSameOutputs) {
   EXPECT_NE(status_on.find("\"step_forward_us_avg\""), std::string::npos) << status_on;
   EXPECT_NE(status_on.find("\"idle_gap_us_avg\""), std::string::npos) << status_on;
   EXPECT_NE(status_on.find("\"kv_blocks_in_use\":0,"), std::string::npos) << status_on;
-}
-
-// --forward slots (on the CPU, the device forward's reference stepper): more requests than slots,
-// prompts longer than a step's budget (so prefill comes in chunks beside decode rows), greedy
-// and seeded sampling — every request's tokens are those of the layers forward, and slots are
-// reused as requests end.
-TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
-  auto run = [&](const std::string& sock, std::vector<std::string> flags) {
-    Daemon d(dir_ / "model", sock, flags);
-    auto c = client::Client::Connect(sock);
-    EXPECT_TRUE(c.ok());
-    if (!c.ok()) return std::map<uint64_t, Ended>{};
-    for (uint64_t id = 1; id <= 6; ++id) {
-      std::vector<int32_t> prompt(3 + 5 * id);
-      for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(id * 31 + i * 7);
-      auto r = Request(id, prompt, 10);
-      r.temperature = id % 2 ? 0.0 : 0.8;
-      r.seed = id;
-      EXPECT_TRUE((*c)->Generate(r).ok());
-    }
-    auto ended = DrainRequests(**c, 6);
-    // A request longer than a slot holds is refused on the slot path only (its context): the
-    // proof that the steps ran there.
-    const bool long_accepted = (*c)->Generate(Request(7, std::vector<int32_t>(126, 5), 8)).ok();
-    if (long_accepted) ended[7] = DrainOne(**c);
-    // Without max_tokens a request takes what its slot has left (2 positions here) and ends
-    // normally instead of overrunning it.
-    auto open_ended = Request(8, std::vector<int32_t>(126, 3), 0);
-    open_ended.max_tokens.reset();
-    EXPECT_TRUE((*c)->Generate(open_ended).ok());
-    ended[8] = DrainOne(**c);
-    return ended;
-  };
-  const auto layers =
-      run(dir_ / "layers.sock", {"--step-token-budget", "8", "--max-tokens-cap", "64"});
-  const auto slots = run(dir_ / "slots.sock", {"--forward", "slots", "--prefix-cache-bytes", "0",
-                                               "--batch-requests", "3", "--step-token-budget", "8",
-                                               "--slot-context", "128", "--max-tokens-cap", "64"});
-  ASSERT_EQ(layers.size(), 8u);
-  ASSERT_EQ(slots.size(), 7u);
-  EXPECT_TRUE(EndedDone(slots.at(8)));
-  EXPECT_LE(slots.at(8).tokens.size(), 2u);
-  for (uint64_t id = 1; id <= 6; ++id) {
-    const Ended& r = slots.at(id);
-    EXPECT_TRUE(EndedDone(r)) << id;
-    EXPECT_FALSE(r.tokens.empty()) << id;
-    EXPECT_EQ(r.tokens, layers.at(id).tokens) << "request " << id;
-  }
 }
 
 // A second request sharing a 300-token prefix resumes from the cached 256-token snapshot and

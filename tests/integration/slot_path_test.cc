@@ -1,0 +1,82 @@
+// deepinferd end to end on the slot path (--forward slots; on the CPU the device forward's
+// reference stepper, engine/model/host_slot_stepper.h): the engine's tokens are the layers
+// forward's, requests must fit their slot, and status reports the slots.
+#include <thread>
+
+#include "tests/integration/daemon_harness.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace daemon_testing;  // NOLINT: the harness is this file's vocabulary
+
+// --forward slots (on the CPU, the device forward's reference stepper): more requests than slots,
+// prompts longer than a step's budget (so prefill comes in chunks beside decode rows), greedy
+// and seeded sampling — every request's tokens are those of the layers forward, and slots are
+// reused as requests end.
+TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
+  std::vector<std::string> statuses;
+  auto run = [&](const std::string& sock, std::vector<std::string> flags,
+                 const std::string& idle_free) {
+    Daemon d(dir_ / "model", sock, flags);
+    auto c = client::Client::Connect(sock);
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return std::map<uint64_t, Ended>{};
+    for (uint64_t id = 1; id <= 6; ++id) {
+      std::vector<int32_t> prompt(3 + 5 * id);
+      for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(id * 31 + i * 7);
+      auto r = Request(id, prompt, 10);
+      r.temperature = id % 2 ? 0.0 : 0.8;
+      r.seed = id;
+      EXPECT_TRUE((*c)->Generate(r).ok());
+    }
+    auto ended = DrainRequests(**c, 6);
+    // A request longer than a slot holds is refused on the slot path only (its context): the
+    // proof that the steps ran there.
+    const bool long_accepted = (*c)->Generate(Request(7, std::vector<int32_t>(126, 5), 8)).ok();
+    if (long_accepted) ended[7] = DrainOne(**c);
+    // Without max_tokens a request takes what its slot has left (2 positions here) and ends
+    // normally instead of overrunning it.
+    auto open_ended = Request(8, std::vector<int32_t>(126, 3), 0);
+    open_ended.max_tokens.reset();
+    EXPECT_TRUE((*c)->Generate(open_ended).ok());
+    ended[8] = DrainOne(**c);
+    // Status reports the path; once idle, every slot is free again.
+    Result<std::string> status = std::string();
+    for (int i = 0; i < 100; ++i) {
+      status = (*c)->GetStatus();
+      if (!status.ok() || status->find(idle_free) != std::string::npos) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_TRUE(status.ok());
+    if (status.ok()) statuses.push_back(*status);
+    return ended;
+  };
+  const auto layers =
+      run(dir_ / "layers.sock", {"--step-token-budget", "8", "--max-tokens-cap", "64"},
+          "\"slots_free\":0,");
+  const auto slots =
+      run(dir_ / "slots.sock",
+          {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
+           "--step-token-budget", "8", "--slot-context", "128", "--max-tokens-cap", "64"},
+          "\"slots_free\":3,");
+  ASSERT_EQ(layers.size(), 8u);
+  ASSERT_EQ(slots.size(), 7u);
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_NE(statuses[0].find("\"forward\":\"layers\""), std::string::npos) << statuses[0];
+  EXPECT_NE(statuses[0].find("\"slots_total\":0,"), std::string::npos) << statuses[0];
+  EXPECT_NE(statuses[1].find("\"forward\":\"slots\""), std::string::npos) << statuses[1];
+  EXPECT_NE(statuses[1].find("\"slots_total\":3,\"slots_free\":3,"), std::string::npos)
+      << statuses[1];
+  EXPECT_TRUE(EndedDone(slots.at(8)));
+  EXPECT_LE(slots.at(8).tokens.size(), 2u);
+  for (uint64_t id = 1; id <= 6; ++id) {
+    const Ended& r = slots.at(id);
+    EXPECT_TRUE(EndedDone(r)) << id;
+    EXPECT_FALSE(r.tokens.empty()) << id;
+    EXPECT_EQ(r.tokens, layers.at(id).tokens) << "request " << id;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
