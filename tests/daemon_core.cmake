@@ -1,6 +1,8 @@
 # tests for daemon_core: configuration, the systemd protocols and the shipped unit files.
 deepinfer_unit_test(daemon_config_test unit/daemon_config_test.cc)
 target_link_libraries(daemon_config_test PRIVATE deepinfer_daemon_core)
+deepinfer_unit_test(config_options_test unit/config_options_test.cc)
+target_link_libraries(config_options_test PRIVATE deepinfer_daemon_core)
 
 # A socket-activated program for the systemd-socket-activate end-to-end test: takes the
 # listening socket with ListenFds(), accepts one connection, writes "ok" and exits.
