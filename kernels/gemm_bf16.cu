@@ -59,6 +59,12 @@ int Bf16Gemm(Bf16GemmContext& ctx, const uint16_t* w, int64_t out, int64_t in, c
   if (const cublasStatus_t st = cublasSetStream(h, s); st != CUBLAS_STATUS_SUCCESS) {
     return kCublasError + static_cast<int>(st);
   }
+  // Setting the stream puts cuBLAS back on its default workspace pool; ours again, so that a
+  // captured graph allocates nothing.
+  if (const cublasStatus_t st = cublasSetWorkspace(h, ctx.workspace_, ctx.workspace_bytes_);
+      st != CUBLAS_STATUS_SUCCESS) {
+    return kCublasError + static_cast<int>(st);
+  }
   // Column-major view: y^T [out, rows] = W [in, out]^T * x^T [in, rows].
   const float one = 1.0f, zero = 0.0f;
   for (int term = 0; term < 2; ++term) {

@@ -88,6 +88,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
   if (max_batch > kGemvMaxRows) {
     const int64_t pairs = kernels::Fp8GemmPaddedRows(int64_t{max_batch} * K);
     DI_ASSIGN_OR_RETURN(b.act8, mem.Take<uint8_t>(B * max_in));
+    DI_ASSIGN_OR_RETURN(b.split, mem.Take<uint16_t>(2 * B * max_in));
     DI_RETURN_IF_ERROR(f(&b.act8_scale, kernels::Fp8ActScaleCount(B, max_in)));
     DI_ASSIGN_OR_RETURN(b.pair8, mem.Take<uint8_t>(pairs * inter));
     DI_RETURN_IF_ERROR(f(&b.pair8_scale, kernels::Fp8ActScaleCount(pairs, inter)));

@@ -33,6 +33,10 @@ Status KernelStatus(int e, const char* what) {
   return Internal(std::string("CUDA: ") + what + " failed: " + why);
 }
 
+// cuBLAS's workspace for the bf16 products above kGemvMaxRows rows (set, so that graphs capture
+// no allocation).
+constexpr size_t kBf16Workspace = size_t{32} << 20;
+
 class DeviceForwardImpl final : public DeviceForward {
  public:
   explicit DeviceForwardImpl(const DeviceForwardOptions& o) : opt_(o) {}
@@ -67,6 +71,8 @@ class DeviceForwardImpl final : public DeviceForward {
     if (gemm) {
       DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
       plan_.gemm = &gemm_;
+      DI_RETURN_IF_ERROR(KernelStatus(bf16_.Create(kBf16Workspace), "cuBLAS context"));
+      plan_.bf16 = &bf16_;
     }
     DI_RETURN_IF_ERROR(AllocInputs());
     DI_RETURN_IF_ERROR(AllocLayerCaches(plan_, opt_.slots, mem_, &plan_.caches));
@@ -116,7 +122,8 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   size_t device_bytes() const override {
-    return mem_.bytes() + (plan_.gemm ? kernels::Fp8GemmContext::kDefaultWorkspaceBytes : 0);
+    return mem_.bytes() +
+           (plan_.gemm ? kernels::Fp8GemmContext::kDefaultWorkspaceBytes + kBf16Workspace : 0);
   }
 
   using SlotStepper::Step;
@@ -362,6 +369,7 @@ class DeviceForwardImpl final : public DeviceForward {
   size_t in_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   kernels::Fp8GemmContext gemm_;
+  kernels::Bf16GemmContext bf16_;
   kernels::SamplerWorkspace sampler_;
   void* host_sample_ = nullptr;  // pinned: params, then mask words
   size_t sample_bytes_ = 0;

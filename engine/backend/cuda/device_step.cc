@@ -33,12 +33,19 @@ constexpr int kGemvRows = 8;
 // y = x W^T for a dense weight. FP8 weights take the activations rounded through FP8 (the
 // reference numerics): up to kGemvMaxRows rows as fp32 values in `act` for the GEMV (fp32 sums),
 // above as e4m3 bytes with their scales for cuBLASLt's tensor cores (which accumulate with fewer
-// bits). bf16 weights take the activations as they are, summed in fp32. (Rounding inside the
-// GEMV instead was measured 2-3x slower: every warp redoes the whole row's rounding.)
+// bits). bf16 weights take the activations as they are: up to kGemvMaxRows rows summed in fp32
+// by the GEMV, above through cuBLAS with each activation split into two bf16 terms (~16 mantissa
+// bits kept; the compressors, router gate, indexer weights and LM head of a prompt chunk).
+// (Rounding FP8 activations inside the GEMV instead was measured 2-3x slower: every warp redoes
+// the whole row's rounding.)
 // x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8 = nullptr) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
+  if (!fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // tensor cores, activations split in two
+    return kernels::Bf16Gemm(*p.bf16, reinterpret_cast<const uint16_t*>(w.data), w.out, w.in, x,
+                             rows, p.buf.split, y, s);
+  }
   if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // e4m3 bytes: the same rounding
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,

@@ -10,6 +10,7 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/model/config.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 
 namespace deepinfer {
@@ -63,6 +64,7 @@ struct StepBuffers {
   // Batches above kGemvMaxRows: activations in e4m3 with their scales for the tensor cores.
   uint8_t *act8, *pair8;
   float *act8_scale, *pair8_scale;
+  uint16_t* split;  // the bf16 halves of a bf16 product's activations (kernels/gemm_bf16.h)
   float *gate_logits, *route_w, *pair_act, *pair_out, *sg, *su, *sa, *hs;
   int32_t *route_e, *rank, *n_live;
   kernels::ExpertGroup *up, *down;
@@ -79,6 +81,7 @@ struct StepPlan {
   int ring = 0;                             // ring rows per slot: window + max_chunk - 1 (RingRows)
   bool cpu_order = false;                   // kernels that sum in the CPU's order (bit-exact, slow)
   kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
+  kernels::Bf16GemmContext* bf16 = nullptr;  // set with gemm: bf16 products above it
 };
 
 /// Rows up to which dense FP8 products take the GEMV (and experts the CUDA-core kernels); above,
