@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "kernels/attention_rows.h"
@@ -42,7 +43,8 @@ constexpr int kGemvRows = 8;
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8 = nullptr) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
-  if (!fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // tensor cores, activations split in two
+  if (!fp8 && !p.cpu_order && rows > kGemvMaxRows) {      // tensor cores, activations split in two
+    assert(p.bf16 != nullptr && p.buf.split != nullptr);  // made whenever max_batch > 8
     return kernels::Bf16Gemm(*p.bf16, reinterpret_cast<const uint16_t*>(w.data), w.out, w.in, x,
                              rows, p.buf.split, y, s);
   }
