@@ -32,13 +32,20 @@ Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int
   DI_RETURN_IF_ERROR(CheckStepRows(slots, tokens, lengths_.data(), limits_, seen_));
   DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, static_cast<int64_t>(slots.size())));
   const int64_t V = model_.config().vocab_size;
-  float* out = logit_rows.empty() ? logits : all_logits_.data();
   items_.clear();
+  size_t k = 0;  // the next asked row
   for (size_t i = 0; i < slots.size();) {
     size_t end = i + 1;
     while (end < slots.size() && slots[end] == slots[i]) ++end;
-    items_.push_back({&states_[slots[i]], tokens.subspan(i, end - i),
-                      out + static_cast<int64_t>(i) * V, nullptr, false});
+    // A run whose asked rows are at most its last (a chunk's usual case) pays the head once.
+    bool inner = false;
+    for (; k < logit_rows.size() && static_cast<size_t>(logit_rows[k]) < end; ++k) {
+      inner = inner || static_cast<size_t>(logit_rows[k]) != end - 1;
+    }
+    const bool last_only = !logit_rows.empty() && !inner;
+    float* dst = logit_rows.empty() ? logits + static_cast<int64_t>(i) * V
+                                    : all_logits_.data() + (last_only ? end - 1 : i) * V;
+    items_.push_back({&states_[slots[i]], tokens.subspan(i, end - i), dst, nullptr, last_only});
     i = end;
   }
   DI_RETURN_IF_ERROR(model_.ForwardBatch(items_));
