@@ -33,14 +33,14 @@ Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int
   DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, static_cast<int64_t>(slots.size())));
   const int64_t V = model_.config().vocab_size;
   items_.clear();
-  size_t k = 0;  // the next asked row
+  size_t asked = 0;  // the next asked row
   for (size_t i = 0; i < slots.size();) {
     size_t end = i + 1;
     while (end < slots.size() && slots[end] == slots[i]) ++end;
     // A run whose asked rows are at most its last (a chunk's usual case) pays the head once.
     bool inner = false;
-    for (; k < logit_rows.size() && static_cast<size_t>(logit_rows[k]) < end; ++k) {
-      inner = inner || static_cast<size_t>(logit_rows[k]) != end - 1;
+    for (; asked < logit_rows.size() && static_cast<size_t>(logit_rows[asked]) < end; ++asked) {
+      inner = inner || static_cast<size_t>(logit_rows[asked]) != end - 1;
     }
     const bool last_only = !logit_rows.empty() && !inner;
     float* dst = logit_rows.empty() ? logits + static_cast<int64_t>(i) * V
