@@ -350,6 +350,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
   const int n_down = n_up;
+  const int expert_window = kernels::ExpertMmaWindow(pairs, kExperts);
   add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
     // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
     // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
@@ -364,15 +365,15 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     // FP8 activations (the reference numerics) on tensor cores.
     if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
     if (const int e = kernels::Fp4ExpertMma(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
-                                            pg, s, n_live))
+                                            pg, s, n_live, expert_window))
       return e;
     if (const int e = kernels::Fp4ExpertMma(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
-                                            pu, s, n_live))
+                                            pu, s, n_live, expert_window))
       return e;
     if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
     if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
     return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
-                                 pairs_padded, py, s, n_live);
+                                 pairs_padded, py, s, n_live, expert_window);
   });
   add("combine", 0, 0, [=](L, int, cudaStream_t s) {
     return kernels::CombineExperts(py, route_e, route_w, hs, B, kTopK, kHidden, h, s);

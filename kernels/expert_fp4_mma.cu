@@ -1,5 +1,6 @@
 // The routed experts on tensor cores: MXFP4 weights against FP8 activations with mma.sync
-// m16n8k32 (e4m3), one warp per 16 output rows and group of up to 8 tokens (the mma's N).
+// m16n8k32 (e4m3), one warp per 16 output rows and window of up to 8 groups of up to 8 tokens
+// (the mma's N): each expert's weights are read once per window rather than once per group.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -33,68 +34,284 @@ __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
         "f"(0.0f));
 }
 
-// Lane (g = lane / 4, t = lane % 4) holds, per 32-weight block: A, weights 8t .. 8t + 7 of rows
-// g and g + 8 (one 32-bit load each; even weights in the mma's first k-half, odd in the second:
-// any order of k works as long as B uses the same); B, the same 8 activations of token g. The
-// block's product is scaled by its weight scale (per row) and activation scale (per token and
-// 128 values) in fp32 before it is added, exactly as block-scaled GEMMs do.
-__global__ void __launch_bounds__(kWarps * 32)
-    Fp4ExpertMmaKernel(const uint8_t* const* __restrict__ weights,
-                       const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
-                       const ExpertGroup* __restrict__ groups, int first,
-                       const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
-                       const float* __restrict__ x_scale, int64_t x_rows, float* __restrict__ y) {
-  if (live != nullptr && first + static_cast<int>(blockIdx.y) >= *live) return;
-  __shared__ ExpertGroup group;
-  if (threadIdx.x == 0) group = groups[first + blockIdx.y];
-  __syncthreads();
+// A staged 128-wide k slice of activations: one row of 128 e4m3 bytes per token slot, padded to
+// 160 bytes so that the 8-byte fragment reads of a half-warp (tokens g = 0..3, offsets 8t) fall
+// in distinct banks.
+constexpr int kSliceStride = 160;
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n"); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// The activations of a run's 8n token slots, columns [k0, k0 + 128), into `slice`, by the whole
+// block as one commit group. A slot past its group's rows copies the group's first row (its
+// result is never written).
+__device__ __forceinline__ void StageSlice(uint8_t* slice, const ExpertGroup* run, int n,
+                                           const uint8_t* __restrict__ xq, int64_t in, int64_t k0) {
+  for (int c = threadIdx.x; c < n * 64; c += blockDim.x) {
+    const int slot = c >> 3, piece = c & 7;
+    const ExpertGroup& grp = run[slot >> 3];
+    const int r = slot & 7;
+    const int64_t row = r < grp.rows ? grp.x_row[r] : (grp.rows > 0 ? grp.x_row[0] : 0);
+    CpAsync16(slice + slot * kSliceStride + piece * 16, xq + row * in + k0 + piece * 16);
+  }
+  CpAsyncCommit();
+}
+
+// One warp's 16 output rows against a run of n (<= kRun) consecutive groups of one expert, 128
+// columns at a time: the block stages each slice of the run's activations in shared memory
+// (double-buffered cp.async) and each warp prefetches its next slice of weights into registers,
+// so every weight is loaded and converted once for all n groups. Lane (g = lane / 4, t = lane %
+// 4) holds, per 32-weight block: A, weights 8t .. 8t + 7 of rows g and g + 8 (one 32-bit load
+// each; even weights in the mma's first k-half, odd in the second: any order of k works as long
+// as B uses the same); B, the same 8 activations of each group's token g. Each block's product is
+// scaled by its weight scale (per row, exact: a power of two) into a per-128 sum, which the
+// activation scale (per token and 128 values) scales into the total. A group's sums depend on its
+// own rows only, so they are the same whatever run or window it is computed in.
+template <int kRun>
+__device__ __forceinline__ void ExpertRun(const ExpertGroup* run, int n, const uint8_t* w,
+                                          const uint8_t* s, int64_t out, int64_t in, int64_t o0,
+                                          uint8_t (*slices)[kRun * 8 * kSliceStride],
+                                          const uint8_t* __restrict__ xq,
+                                          const float* __restrict__ x_scale, int64_t x_rows,
+                                          float* __restrict__ y) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
-  if (o0 >= out) return;
-  const int rows = group.rows;
-  if (rows > kExpertGroupRows) return;  // malformed: written nowhere, as by the CUDA-core GEMV
+  const int64_t blocks = in / 32, stages = in / 128;
+  const int64_t lo = o0 + g < out ? o0 + g : out - 1, hi = o0 + g + 8 < out ? o0 + g + 8 : out - 1;
+  const uint32_t* w_lo = reinterpret_cast<const uint32_t*>(w + lo * (in / 2)) + t;
+  const uint32_t* w_hi = reinterpret_cast<const uint32_t*>(w + hi * (in / 2)) + t;
+  const uint32_t* s_lo = reinterpret_cast<const uint32_t*>(s + lo * blocks);
+  const uint32_t* s_hi = reinterpret_cast<const uint32_t*>(s + hi * blocks);
+  const int n0 = 2 * t, n1 = 2 * t + 1;  // this lane's output columns (tokens)
+  int32_t r0[kRun], r1[kRun];
+  float acc[kRun][4];
+#pragma unroll
+  for (int i = 0; i < kRun; ++i) {
+    const ExpertGroup& grp = run[i < n ? i : 0];
+    r0[i] = n0 < grp.rows ? grp.x_row[n0] : 0;
+    r1[i] = n1 < grp.rows ? grp.x_row[n1] : 0;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+  }
+  uint32_t next_w[8], next_s[2];
+  auto load_weights = [&](int64_t stage) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      next_w[2 * q] = __ldg(w_lo + 4 * (4 * stage + q));
+      next_w[2 * q + 1] = __ldg(w_hi + 4 * (4 * stage + q));
+    }
+    next_s[0] = __ldg(s_lo + stage);  // four e8m0 scales, blocks 4 stage .. 4 stage + 3
+    next_s[1] = __ldg(s_hi + stage);
+  };
+  StageSlice(slices[0], run, n, xq, in, 0);
+  load_weights(0);
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    if (stage + 1 < stages) {
+      StageSlice(slices[(stage + 1) & 1], run, n, xq, in, 128 * (stage + 1));
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    uint32_t cur_w[8], cur_s[2];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) cur_w[c] = next_w[c];
+    cur_s[0] = next_s[0];
+    cur_s[1] = next_s[1];
+    if (stage + 1 < stages) load_weights(stage + 1);
+    float xs0[kRun], xs1[kRun];
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+      xs0[i] = __ldg(x_scale + stage * x_rows + r0[i]);
+      xs1[i] = __ldg(x_scale + stage * x_rows + r1[i]);
+    }
+    const uint8_t* slice = slices[stage & 1];
+    float part[kRun][4];
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) part[i][c] = 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t a0, a1, a2, a3;
+      Fp4ToE4m3(cur_w[2 * q], &a0, &a2);
+      Fp4ToE4m3(cur_w[2 * q + 1], &a1, &a3);
+      const float ws_lo = E8M0((cur_s[0] >> (8 * q)) & 0xff);
+      const float ws_hi = E8M0((cur_s[1] >> (8 * q)) & 0xff);
+      uint2 v[kRun];  // read before the mmas, whether or not the group is in the run
+#pragma unroll
+      for (int i = 0; i < kRun; ++i) {
+        v[i] = *reinterpret_cast<const uint2*>(slice + (8 * i + g) * kSliceStride + 32 * q + 8 * t);
+      }
+#pragma unroll
+      for (int i = 0; i < kRun; ++i) {
+        if (i < n) {
+          float d[4];
+          Mma(d, a0, a1, a2, a3, __byte_perm(v[i].x, v[i].y, 0x6420),
+              __byte_perm(v[i].x, v[i].y, 0x7531));
+          part[i][0] += d[0] * ws_lo;
+          part[i][1] += d[1] * ws_lo;
+          part[i][2] += d[2] * ws_hi;
+          part[i][3] += d[3] * ws_hi;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+      acc[i][0] += part[i][0] * xs0[i];
+      acc[i][1] += part[i][1] * xs1[i];
+      acc[i][2] += part[i][2] * xs0[i];
+      acc[i][3] += part[i][3] * xs1[i];
+    }
+    __syncthreads();  // every warp is done with this slice before it is staged over
+  }
+#pragma unroll
+  for (int i = 0; i < kRun; ++i) {
+    if (i >= n) break;
+    const ExpertGroup& grp = run[i];
+    const int rows = grp.rows;
+    if (n0 < rows) {
+      if (o0 + g < out) y[grp.y_row[n0] * out + o0 + g] = acc[i][0] * 64.0f;
+      if (o0 + g + 8 < out) y[grp.y_row[n0] * out + o0 + g + 8] = acc[i][2] * 64.0f;
+    }
+    if (n1 < rows) {
+      if (o0 + g < out) y[grp.y_row[n1] * out + o0 + g] = acc[i][1] * 64.0f;
+      if (o0 + g + 8 < out) y[grp.y_row[n1] * out + o0 + g + 8] = acc[i][3] * 64.0f;
+    }
+  }
+}
+
+// Window 1 (small steps, where blocks must be many): one warp's 16 output rows against one group,
+// loads straight from global memory, no block synchronisation. The same sums, term for term and
+// in the same order, as ExpertRun gives the group in any window.
+__device__ __forceinline__ void ExpertGroupDirect(const ExpertGroup& grp, const uint8_t* w,
+                                                  const uint8_t* s, int64_t out, int64_t in,
+                                                  int64_t o0, const uint8_t* __restrict__ xq,
+                                                  const float* __restrict__ x_scale, int64_t x_rows,
+                                                  float* __restrict__ y) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t blocks = in / 32;
-  const uint8_t* w = weights[group.expert];
-  const uint8_t* s = scales[group.expert];
   const int64_t lo = o0 + g < out ? o0 + g : out - 1, hi = o0 + g + 8 < out ? o0 + g + 8 : out - 1;
   const uint32_t* w_lo = reinterpret_cast<const uint32_t*>(w + lo * (in / 2)) + t;
   const uint32_t* w_hi = reinterpret_cast<const uint32_t*>(w + hi * (in / 2)) + t;
   const uint8_t* s_lo = s + lo * blocks;
   const uint8_t* s_hi = s + hi * blocks;
-  const bool has_b = g < rows;
-  const uint2* xb = reinterpret_cast<const uint2*>(xq + (has_b ? group.x_row[g] : 0) * in) + t;
+  const int rows = grp.rows;
+  const uint2* xb = reinterpret_cast<const uint2*>(xq + (g < rows ? grp.x_row[g] : 0) * in) + t;
   const int n0 = 2 * t, n1 = 2 * t + 1;  // this lane's output columns (tokens)
-  const int64_t r0 = n0 < rows ? group.x_row[n0] : 0, r1 = n1 < rows ? group.x_row[n1] : 0;
+  const int64_t r0 = n0 < rows ? grp.x_row[n0] : 0, r1 = n1 < rows ? grp.x_row[n1] : 0;
   float acc[4] = {0, 0, 0, 0};
-#pragma unroll 4
-  for (int64_t j = 0; j < blocks; ++j) {
-    uint32_t a0, a1, a2, a3;
-    Fp4ToE4m3(__ldg(w_lo + 4 * j), &a0, &a2);
-    Fp4ToE4m3(__ldg(w_hi + 4 * j), &a1, &a3);
-    uint32_t b0 = 0, b1 = 0;
-    if (has_b) {
+  for (int64_t stage = 0; stage < in / 128; ++stage) {
+    float part[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int64_t j = 4 * stage + q;
+      uint32_t a0, a1, a2, a3;
+      Fp4ToE4m3(__ldg(w_lo + 4 * j), &a0, &a2);
+      Fp4ToE4m3(__ldg(w_hi + 4 * j), &a1, &a3);
       const uint2 v = __ldg(xb + 4 * j);
-      b0 = __byte_perm(v.x, v.y, 0x6420);
-      b1 = __byte_perm(v.x, v.y, 0x7531);
+      float d[4];
+      Mma(d, a0, a1, a2, a3, __byte_perm(v.x, v.y, 0x6420), __byte_perm(v.x, v.y, 0x7531));
+      const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
+      part[0] += d[0] * ws_lo;
+      part[1] += d[1] * ws_lo;
+      part[2] += d[2] * ws_hi;
+      part[3] += d[3] * ws_hi;
     }
-    float d[4];
-    Mma(d, a0, a1, a2, a3, b0, b1);
-    const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
-    const float xs0 = __ldg(x_scale + (j / 4) * x_rows + r0);
-    const float xs1 = __ldg(x_scale + (j / 4) * x_rows + r1);
-    // (d * xs) * ws: no product of two small scales underflows before d brings it back.
-    acc[0] += d[0] * xs0 * ws_lo;
-    acc[1] += d[1] * xs1 * ws_lo;
-    acc[2] += d[2] * xs0 * ws_hi;
-    acc[3] += d[3] * xs1 * ws_hi;
+    const float xs0 = __ldg(x_scale + stage * x_rows + r0);
+    const float xs1 = __ldg(x_scale + stage * x_rows + r1);
+    acc[0] += part[0] * xs0;
+    acc[1] += part[1] * xs1;
+    acc[2] += part[2] * xs0;
+    acc[3] += part[3] * xs1;
   }
   if (n0 < rows) {
-    if (o0 + g < out) y[group.y_row[n0] * out + o0 + g] = acc[0] * 64.0f;
-    if (o0 + g + 8 < out) y[group.y_row[n0] * out + o0 + g + 8] = acc[2] * 64.0f;
+    if (o0 + g < out) y[grp.y_row[n0] * out + o0 + g] = acc[0] * 64.0f;
+    if (o0 + g + 8 < out) y[grp.y_row[n0] * out + o0 + g + 8] = acc[2] * 64.0f;
   }
   if (n1 < rows) {
-    if (o0 + g < out) y[group.y_row[n1] * out + o0 + g] = acc[1] * 64.0f;
-    if (o0 + g + 8 < out) y[group.y_row[n1] * out + o0 + g + 8] = acc[3] * 64.0f;
+    if (o0 + g < out) y[grp.y_row[n1] * out + o0 + g] = acc[1] * 64.0f;
+    if (o0 + g + 8 < out) y[grp.y_row[n1] * out + o0 + g + 8] = acc[3] * 64.0f;
+  }
+}
+
+// The window's groups [g0, end) in runs of one expert (kRun > 1): every warp of the block takes
+// part in staging each run's slices, so none leaves early; warps whose rows lie past `out` write
+// nothing.
+template <int kRun>
+__device__ __forceinline__ void RunsOfWindow(const uint8_t* const* __restrict__ weights,
+                                             const uint8_t* const* __restrict__ scales, int64_t out,
+                                             int64_t in, const ExpertGroup* __restrict__ groups,
+                                             int g0, int end, const uint8_t* __restrict__ xq,
+                                             const float* __restrict__ x_scale, int64_t x_rows,
+                                             float* __restrict__ y) {
+  __shared__ ExpertGroup window[kRun];
+  __shared__ __align__(16) uint8_t slices[2][kRun * 8 * kSliceStride];
+  for (int i = threadIdx.x; i < end - g0; i += blockDim.x) window[i] = groups[g0 + i];
+  __syncthreads();
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
+  for (int r = 0; r < end - g0;) {
+    // A malformed group (rows > 8) is written nowhere, as by the CUDA-core GEMV.
+    if (window[r].rows > kExpertGroupRows) {
+      ++r;
+      continue;
+    }
+    const int expert = window[r].expert;
+    int n = 1;
+    while (r + n < end - g0 && window[r + n].expert == expert &&
+           window[r + n].rows <= kExpertGroupRows)
+      ++n;
+    ExpertRun<kRun>(window + r, n, weights[expert], scales[expert], out, in, o0, slices, xq,
+                    x_scale, x_rows, y);
+    r += n;
+  }
+}
+
+// One block: kWarps warps of 16 output rows over the window of kRun groups from
+// (first + blockIdx.y) * kRun. Windows past the live count exit.
+template <int kRun>
+__global__ void __launch_bounds__(kWarps * 32)
+    Fp4ExpertMmaKernel(const uint8_t* const* __restrict__ weights,
+                       const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
+                       const ExpertGroup* __restrict__ groups, int n_groups, int first,
+                       const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
+                       const float* __restrict__ x_scale, int64_t x_rows, float* __restrict__ y) {
+  const int g0 = (first + static_cast<int>(blockIdx.y)) * kRun;
+  const int end = min(g0 + kRun, live != nullptr ? min(*live, n_groups) : n_groups);
+  if (g0 >= end) return;
+  if constexpr (kRun == 1) {
+    __shared__ ExpertGroup group;
+    if (threadIdx.x == 0) group = groups[g0];
+    __syncthreads();
+    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
+    // A malformed group (rows > 8) is written nowhere, as by the CUDA-core GEMV.
+    if (o0 >= out || group.rows > kExpertGroupRows) return;
+    ExpertGroupDirect(group, weights[group.expert], scales[group.expert], out, in, o0, xq, x_scale,
+                      x_rows, y);
+  } else {
+    RunsOfWindow<kRun>(weights, scales, out, in, groups, g0, end, xq, x_scale, x_rows, y);
+  }
+}
+
+template <int kRun>
+void LaunchExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                     int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
+                     const float* x_scale, int64_t x_rows, float* y, cudaStream_t stream,
+                     const int32_t* live_groups) {
+  const int windows = (n_groups + kRun - 1) / kRun;
+  // Windows run along grid.y, which holds at most 65,535: more take several launches.
+  for (int first = 0; first < windows; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
+                    static_cast<unsigned>(std::min(kMaxGridY, windows - first)));
+    Fp4ExpertMmaKernel<kRun><<<grid, kWarps * 32, 0, stream>>>(
+        weights, scales, out, in, groups, n_groups, first, live_groups, xq, x_scale, x_rows, y);
   }
 }
 
@@ -103,19 +320,40 @@ __global__ void __launch_bounds__(kWarps * 32)
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
                  const float* x_scale, int64_t x_rows, float* y, void* stream,
-                 const int32_t* live_groups) {
+                 const int32_t* live_groups, int window_groups) {
   if (in % 128 != 0 || out <= 0 || n_groups < 0 || x_rows % 4 != 0) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_groups == 0) return 0;
-  // Groups run along grid.y, which holds at most 65,535: larger counts take several launches.
-  for (int first = 0; first < n_groups; first += kMaxGridY) {
-    const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
-                    static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
-    Fp4ExpertMmaKernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-        weights, scales, out, in, groups, first, live_groups, xq, x_scale, x_rows, y);
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (window_groups) {
+    case 1:
+      LaunchExpertMma<1>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
+                         live_groups);
+      break;
+    case 2:
+      LaunchExpertMma<2>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
+                         live_groups);
+      break;
+    case 4:
+      LaunchExpertMma<4>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
+                         live_groups);
+      break;
+    case 8:
+      LaunchExpertMma<8>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
+                         live_groups);
+      break;
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(cudaGetLastError());
+}
+
+int ExpertMmaWindow(int64_t pairs, int experts) {
+  const int64_t groups_per_expert = pairs / (int64_t{experts} * kExpertGroupRows);
+  if (groups_per_expert >= 8) return 8;
+  if (groups_per_expert >= 4) return 4;
+  return groups_per_expert >= 2 ? 2 : 1;
 }
 
 }  // namespace deepinfer::kernels

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -38,8 +39,11 @@ class ExpertFp4GpuTest : public ::testing::Test {
   // tensor_cores: Fp4ExpertMma on FP8 activations (quantised on the GPU), checked against the
   // CPU's QDQ of the same activations; otherwise Fp4ExpertGemv on fp32 activations. live >= 0:
   // the kernels get a device live count, and the groups from `live` on must write nothing.
+  // window > 1: the tensor-core kernel's window of groups, the groups sorted by expert (as
+  // BuildExpertGroups writes them) so that runs of one expert share weight loads; the result must
+  // also equal window 1's bit for bit.
   void Check(int64_t out, int64_t in, const std::vector<int>& group_rows, bool tensor_cores,
-             int32_t live = -1) {
+             int32_t live = -1, int window = 1) {
     const int experts = 5;
     std::vector<std::vector<uint8_t>> w(experts), s(experts);
     std::vector<const uint8_t*> dw(experts), ds(experts);
@@ -70,6 +74,10 @@ class ExpertFp4GpuTest : public ::testing::Test {
       }
       groups.push_back(g);
     }
+    if (window > 1) {
+      std::stable_sort(groups.begin(), groups.end(),
+                       [](const auto& a, const auto& b) { return a.expert < b.expert; });
+    }
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> x(total * in);
     for (float& v : x) v = normal(rng_);
@@ -87,8 +95,21 @@ class ExpertFp4GpuTest : public ::testing::Test {
       ASSERT_EQ(kernels::QuantizeActFp8(dx, total, in, dxq, dxs, nullptr), 0);
       ASSERT_EQ(kernels::Fp4ExpertMma(d_weights, d_scales, out, in, d_groups,
                                       static_cast<int>(groups.size()), dxq, dxs, padded, dy,
-                                      nullptr, d_live),
+                                      nullptr, d_live, window),
                 0);
+      if (window > 1) {
+        float* dy1 = ToDevice(std::vector<float>(total * out, std::nanf("")));
+        ASSERT_EQ(kernels::Fp4ExpertMma(d_weights, d_scales, out, in, d_groups,
+                                        static_cast<int>(groups.size()), dxq, dxs, padded, dy1,
+                                        nullptr, d_live, 1),
+                  0);
+        std::vector<float> y8(total * out), y1(total * out);
+        cudaMemcpy(y8.data(), dy, y8.size() * sizeof(float), cudaMemcpyDeviceToHost);
+        cudaMemcpy(y1.data(), dy1, y1.size() * sizeof(float), cudaMemcpyDeviceToHost);
+        cudaFree(dy1);
+        ASSERT_EQ(std::memcmp(y8.data(), y1.data(), y8.size() * sizeof(float)), 0)
+            << "window " << window << " differs from window 1";
+      }
       for (int r = 0; r < total; ++r) QdqFp8Blocks(&x[r * in], in, 128, 1e-4f);  // the reference
       cudaDeviceSynchronize();
       cudaFree(dxq);
@@ -158,6 +179,24 @@ TEST_F(ExpertFp4GpuTest, TensorCoresMatchCpuOnQuantisedActivations) {
   EXPECT_NE(kernels::Fp4ExpertMma(nullptr, nullptr, 16, 96, nullptr, 1, nullptr, nullptr, 16,
                                   nullptr, nullptr),
             0);  // in % 128
+  EXPECT_NE(kernels::Fp4ExpertMma(nullptr, nullptr, 16, 128, nullptr, 1, nullptr, nullptr, 16,
+                                  nullptr, nullptr, nullptr, 3),
+            0);  // a window other than 1, 2, 4 or 8
+}
+
+// Windows of 2, 4 and 8 groups (prefill: runs of one expert share each weight load) give every
+// group the sums window 1 gives, bit for bit, across expert changes inside a window, a last
+// partial window and a live count inside a window.
+TEST_F(ExpertFp4GpuTest, WindowsOfGroupsGiveTheOneGroupSums) {
+  const std::vector<int> rows = {8, 8, 8, 3, 8, 8, 1, 8, 8, 8, 5, 8, 8};
+  Check(300, 256, rows, true, -1, 8);
+  Check(2048, 4096, rows, true, -1, 4);
+  Check(4096, 2048, rows, true, 11, 8);  // live count inside the second window
+  Check(96, 384, {8, 8, 8, 8, 2}, true, -1, 2);
+  EXPECT_EQ(kernels::ExpertMmaWindow(6, 256), 1);  // decode at batch 1
+  EXPECT_EQ(kernels::ExpertMmaWindow(8192 * 6, 256), 8);
+  EXPECT_EQ(kernels::ExpertMmaWindow(64 * 6, 32), 1);
+  EXPECT_EQ(kernels::ExpertMmaWindow(256 * 6, 32), 4);
 }
 
 // A captured launch covers the capacity; the routed count on the device decides what runs.

@@ -266,8 +266,8 @@ int CudaCoreExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
   return 0;
 }
 
-// The routed experts on tensor cores (groups of up to 8 rows): e4m3 activations with their
-// block scales, the same values the reference numerics round to.
+// The routed experts on tensor cores (groups of up to 8 rows, windows of groups by the step's
+// size): e4m3 activations with their block scales, the same values the reference numerics round to.
 int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
@@ -275,15 +275,17 @@ int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, 
   const int64_t pairs = int64_t{rows} * c.num_experts_per_tok;
   const float limit = static_cast<float>(c.swiglu_limit);
   const int64_t rows_padded = kernels::Fp8GemmPaddedRows(rows);
+  const int expert_window = kernels::ExpertMmaWindow(pairs, c.n_routed_experts);
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.x, rows, d, b.act8, b.act8_scale, s));
   DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w1, L.s1, inter, d, b.up, capacity, b.act8, b.act8_scale,
-                                    rows_padded, b.pair_g, s, b.n_live));
+                                    rows_padded, b.pair_g, s, b.n_live, expert_window));
   DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w3, L.s3, inter, d, b.up, capacity, b.act8, b.act8_scale,
-                                    rows_padded, b.pair_u, s, b.n_live));
+                                    rows_padded, b.pair_u, s, b.n_live, expert_window));
   DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.pair_act, pairs, inter, b.pair8, b.pair8_scale, s));
   return kernels::Fp4ExpertMma(L.w2, L.s2, d, inter, b.down, capacity, b.pair8, b.pair8_scale,
-                               kernels::Fp8GemmPaddedRows(pairs), b.pair_out, s, b.n_live);
+                               kernels::Fp8GemmPaddedRows(pairs), b.pair_out, s, b.n_live,
+                               expert_window);
 }
 
 int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
