@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 
@@ -79,8 +80,19 @@ int Run(int argc, char** argv) {
       stepper = std::move(dev).value();
     } else {
       stepper_model = std::make_unique<Model>(**ck, *backend, *numerics);
-      stepper = std::make_unique<HostSlotStepper>(
+      auto host = std::make_unique<HostSlotStepper>(
           *stepper_model, static_cast<int>(cfg.batch_requests), rows, chunk, cfg.slot_context);
+      // Testing hook: a device fault on the CPU reference, for the daemon's fault path.
+      if (const char* after = std::getenv("DEEPINFER_FAULT_AFTER_STEPS"); after != nullptr) {
+        char* end = nullptr;
+        const long long steps = std::strtoll(after, &end, 10);
+        if (*after == '\0' || *end != '\0' || steps < 0) {
+          return fail(InvalidArgument("DEEPINFER_FAULT_AFTER_STEPS: not a step count"));
+        }
+        spdlog::warn("testing hook: the slot stepper faults after {} steps", steps);
+        host->FailAfter(steps);
+      }
+      stepper = std::move(host);
     }
     model.UseSlots(stepper.get());
   }

@@ -16,7 +16,12 @@ HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_
   all_logits_.resize(static_cast<size_t>(max_rows) * model.config().vocab_size);
 }
 
+Status HostSlotStepper::fault() const {
+  return faulted_.load(std::memory_order_acquire) ? fault_ : Status::Ok();
+}
+
 Status HostSlotStepper::ResetSlot(int slot) {
+  if (faulted_.load(std::memory_order_acquire)) return fault_;
   if (slot < 0 || slot >= slots()) return InvalidArgument("slot out of range");
   states_[slot] = model_.NewSequence();
   lengths_[slot] = 0;
@@ -29,8 +34,15 @@ int64_t HostSlotStepper::length(int slot) const {
 
 Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                              std::span<const int32_t> logit_rows, float* logits) {
+  if (faulted_.load(std::memory_order_acquire)) return fault_;
   DI_RETURN_IF_ERROR(CheckStepRows(slots, tokens, lengths_.data(), limits_, seen_));
   DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, static_cast<int64_t>(slots.size())));
+  if (steps_until_fault_ == 0) {
+    fault_ = Internal("slot stepper stopped: injected fault (HostSlotStepper::FailAfter)");
+    faulted_.store(true, std::memory_order_release);  // fault_ is final from here on
+    return fault_;
+  }
+  if (steps_until_fault_ > 0) --steps_until_fault_;
   const int64_t V = model_.config().vocab_size;
   items_.clear();
   size_t asked = 0;  // the next asked row

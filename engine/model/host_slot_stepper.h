@@ -4,6 +4,7 @@
 // CPU forward's logits exactly.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -29,8 +30,18 @@ class HostSlotStepper : public SlotStepper {
   using SlotStepper::Step;
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
               std::span<const int32_t> logit_rows, float* logits) override;
+  Status fault() const override;
+
+  /// Testing hook: after `steps` more valid steps, the next one fails as a device fault does on
+  /// the device forward — it and every later Step and ResetSlot return the fault, which fault()
+  /// reports — so the daemon's fault path runs without a GPU (deepinferd reads it from
+  /// DEEPINFER_FAULT_AFTER_STEPS, docs/configuration.md). steps < 0: never.
+  void FailAfter(int64_t steps) { steps_until_fault_ = steps; }
 
  private:
+  int64_t steps_until_fault_ = -1;
+  Status fault_ = Status::Ok();       // set by the injected fault
+  std::atomic<bool> faulted_{false};  // fault_ is set (any thread may read it then)
   Model& model_;
   StepLimits limits_;
   std::vector<SequenceState> states_;

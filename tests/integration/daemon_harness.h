@@ -71,6 +71,21 @@ class Daemon {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
   }
   bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+  // Waits up to `seconds` for the daemon to exit by itself: its exit code, or -1 when it is still
+  // running (or was killed by a signal).
+  int WaitExit(double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      if (std::chrono::steady_clock::now() >= until) return -1;
+      std::this_thread::sleep_for(20ms);
+    }
+    return -1;
+  }
 
  private:
   std::string socket_;

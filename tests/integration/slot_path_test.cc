@@ -1,6 +1,8 @@
 // deepinferd end to end on the slot path (--forward slots; on the CPU the device forward's
 // reference stepper, engine/model/host_slot_stepper.h): the engine's tokens are the layers
 // forward's, requests must fit their slot, and status reports the slots.
+#include <stdlib.h>
+
 #include <thread>
 
 #include "tests/integration/daemon_harness.h"
@@ -76,6 +78,24 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     EXPECT_FALSE(r.tokens.empty()) << id;
     EXPECT_EQ(r.tokens, layers.at(id).tokens) << "request " << id;
   }
+}
+
+// A device fault (on the CPU reference, injected after three steps) fails the request that was
+// running with an error after the tokens of the steps before it, and the daemon exits with code 1
+// so that systemd restarts it, instead of staying ready and serving only errors.
+TEST_F(DaemonTest, ADeviceFaultFailsTheRequestAndStopsTheDaemon) {
+  setenv("DEEPINFER_FAULT_AFTER_STEPS", "3", 1);
+  Daemon d(dir_ / "model", socket_,
+           {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
+            "--slot-context", "128", "--warmup", "off"});
+  unsetenv("DEEPINFER_FAULT_AFTER_STEPS");  // the daemon has its copy
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(1, {5, 6, 7}, 20)).ok());
+  const Ended ended = DrainOne(**c);
+  EXPECT_EQ(ended.end.kind, static_cast<uint16_t>(ipc::EventKind::kError));
+  EXPECT_EQ(ended.tokens.size(), 3u);  // the prefill step's token and two decode steps'
+  EXPECT_EQ(d.WaitExit(20), 1);
 }
 
 }  // namespace

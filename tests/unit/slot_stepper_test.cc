@@ -190,5 +190,28 @@ TEST_F(SlotPathTest, EndedSequencesFreeTheirSlotsForFreshOnes) {
   EXPECT_EQ(std::memcmp(first.data(), again.data(), V_ * sizeof(float)), 0);
 }
 
+// The injected fault (the device forward's fault on the CPU reference): valid steps count down
+// to it, a refused step does not count, and from the fault on every Step and ResetSlot returns
+// it and fault() reports it.
+TEST_F(SlotPathTest, AnInjectedFaultStopsEveryLaterCall) {
+  Model inner(*ck_, *cpu_, Numerics::kExact);
+  HostSlotStepper stepper(inner, 2, 16, 16, 128);
+  stepper.FailAfter(2);
+  const std::vector<int32_t> slots = {0, 1}, tokens = Tokens(2, 5);
+  std::vector<float> logits(2 * V_);
+  EXPECT_TRUE(stepper.fault().ok());
+  ASSERT_TRUE(stepper.Step(slots, tokens, logits.data()).ok());
+  const std::vector<int32_t> bad_slot = {0, 7};
+  EXPECT_EQ(stepper.Step(bad_slot, tokens, logits.data()).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(stepper.Step(slots, tokens, logits.data()).ok());
+  const Status st = stepper.Step(slots, tokens, logits.data());
+  EXPECT_EQ(st.code(), ErrorCode::kInternal);
+  EXPECT_NE(st.message().find("injected fault"), std::string::npos) << st.message();
+  EXPECT_EQ(stepper.fault().code(), ErrorCode::kInternal);
+  EXPECT_EQ(stepper.length(0), 2);  // the faulted step appended nothing here
+  EXPECT_EQ(stepper.Step(slots, tokens, logits.data()).code(), ErrorCode::kInternal);
+  EXPECT_EQ(stepper.ResetSlot(0).code(), ErrorCode::kInternal);
+}
+
 }  // namespace
 }  // namespace deepinfer
