@@ -44,19 +44,22 @@ int Fp4ExpertGateUp(const uint8_t* const* w1, const uint8_t* const* s1, const ui
 /// gemm_fp8.h; x_rows its padded row count), group rows index xq's rows. Every group's rows <= 8
 /// (the mma's N; a group with more writes nothing). Products of each 32-weight block are exact,
 /// accumulated by the mma (gpu_tests bound the result at 1e-5 of the products' magnitudes), then
-/// scaled by the weight's (per 32) and the activation's (per 128) block scales. in % 128 == 0;
-/// scales[e] 4-byte aligned (windows above 1 copy four scales at a time).
-/// live_groups as for Fp4ExpertGemv. window_groups (1, 2, 4 or 8) consecutive groups share a
-/// block, and runs of one expert among them share each weight load: more reuse, fewer blocks.
-/// Every group's sums are the same, bit for bit, whatever the window (ExpertMmaWindow picks one).
+/// scaled in fp32: each 32-weight block's product times its weight scale (a fused multiply-add)
+/// into a sum per 128 columns, which times the activation scale goes into the total. in % 128 ==
+/// 0; xq 16-byte and scales[e] 4-byte aligned (windows above 1 copy 16-byte pieces of xq and load
+/// four scales at a time). live_groups as for Fp4ExpertGemv. window_groups (1, 2, 4 or 8)
+/// consecutive groups share a block, and runs of one expert among them share each weight load:
+/// more reuse, fewer blocks; groups sorted by expert (as BuildExpertGroups writes them) make the
+/// runs long. Every group's sums are the same, bit for bit, whatever the window and the order.
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
                  const float* x_scale, int64_t x_rows, float* y, void* stream,
                  const int32_t* live_groups = nullptr, int window_groups = 1);
 
 /// The window for `pairs` token-expert pairs over `experts` experts: as many groups as an expert
-/// averages (full groups of kExpertGroupRows), 1 to 8, a power of two. Small steps keep one group
-/// a block, for enough blocks to fill the GPU; prefill chunks share each weight load 8 ways.
+/// averages (full groups of kExpertGroupRows), 1 to 8, a power of two (1 without pairs or
+/// experts). Small steps keep one group a block, for enough blocks to fill the GPU; from ~2,700
+/// tokens over 256 experts at top-6, each weight load is shared 8 ways.
 int ExpertMmaWindow(int64_t pairs, int experts);
 
 }  // namespace deepinfer::kernels

@@ -41,12 +41,14 @@ constexpr int kSliceStride = 160;
 
 __device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
 }
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // The activations of a run's 8n token slots, columns [k0, k0 + 128), into `slice`, by the whole
@@ -156,19 +158,19 @@ __device__ __forceinline__ void ExpertRun(const ExpertGroup* run, int n, const u
           float d[4];
           Mma(d, a0, a1, a2, a3, __byte_perm(v[i].x, v[i].y, 0x6420),
               __byte_perm(v[i].x, v[i].y, 0x7531));
-          part[i][0] += d[0] * ws_lo;
-          part[i][1] += d[1] * ws_lo;
-          part[i][2] += d[2] * ws_hi;
-          part[i][3] += d[3] * ws_hi;
+          part[i][0] = __fmaf_rn(d[0], ws_lo, part[i][0]);
+          part[i][1] = __fmaf_rn(d[1], ws_lo, part[i][1]);
+          part[i][2] = __fmaf_rn(d[2], ws_hi, part[i][2]);
+          part[i][3] = __fmaf_rn(d[3], ws_hi, part[i][3]);
         }
       }
     }
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
-      acc[i][0] += part[i][0] * xs0[i];
-      acc[i][1] += part[i][1] * xs1[i];
-      acc[i][2] += part[i][2] * xs0[i];
-      acc[i][3] += part[i][3] * xs1[i];
+      acc[i][0] = __fmaf_rn(part[i][0], xs0[i], acc[i][0]);
+      acc[i][1] = __fmaf_rn(part[i][1], xs1[i], acc[i][1]);
+      acc[i][2] = __fmaf_rn(part[i][2], xs0[i], acc[i][2]);
+      acc[i][3] = __fmaf_rn(part[i][3], xs1[i], acc[i][3]);
     }
     __syncthreads();  // every warp is done with this slice before it is staged over
   }
@@ -220,17 +222,17 @@ __device__ __forceinline__ void ExpertGroupDirect(const ExpertGroup& grp, const 
       float d[4];
       Mma(d, a0, a1, a2, a3, __byte_perm(v.x, v.y, 0x6420), __byte_perm(v.x, v.y, 0x7531));
       const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
-      part[0] += d[0] * ws_lo;
-      part[1] += d[1] * ws_lo;
-      part[2] += d[2] * ws_hi;
-      part[3] += d[3] * ws_hi;
+      part[0] = __fmaf_rn(d[0], ws_lo, part[0]);
+      part[1] = __fmaf_rn(d[1], ws_lo, part[1]);
+      part[2] = __fmaf_rn(d[2], ws_hi, part[2]);
+      part[3] = __fmaf_rn(d[3], ws_hi, part[3]);
     }
     const float xs0 = __ldg(x_scale + stage * x_rows + r0);
     const float xs1 = __ldg(x_scale + stage * x_rows + r1);
-    acc[0] += part[0] * xs0;
-    acc[1] += part[1] * xs1;
-    acc[2] += part[2] * xs0;
-    acc[3] += part[3] * xs1;
+    acc[0] = __fmaf_rn(part[0], xs0, acc[0]);
+    acc[1] = __fmaf_rn(part[1], xs1, acc[1]);
+    acc[2] = __fmaf_rn(part[2], xs0, acc[2]);
+    acc[3] = __fmaf_rn(part[3], xs1, acc[3]);
   }
   if (n0 < rows) {
     if (o0 + g < out) y[grp.y_row[n0] * out + o0 + g] = acc[0] * 64.0f;
@@ -350,6 +352,7 @@ int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, in
 }
 
 int ExpertMmaWindow(int64_t pairs, int experts) {
+  if (experts <= 0 || pairs <= 0) return 1;
   const int64_t groups_per_expert = pairs / (int64_t{experts} * kExpertGroupRows);
   if (groups_per_expert >= 8) return 8;
   if (groups_per_expert >= 4) return 4;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/model/quant.h"
@@ -34,7 +35,8 @@ class ExpertFp4GpuTest : public ::testing::Test {
   void SetUp() override {
     if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   }
-  std::mt19937 rng_{std::random_device{}()};
+  const uint32_t seed_ = std::random_device{}();  // fresh data each run, reported on failure
+  std::mt19937 rng_{seed_};
 
   // tensor_cores: Fp4ExpertMma on FP8 activations (quantised on the GPU), checked against the
   // CPU's QDQ of the same activations; otherwise Fp4ExpertGemv on fp32 activations. live >= 0:
@@ -43,8 +45,8 @@ class ExpertFp4GpuTest : public ::testing::Test {
   // BuildExpertGroups writes them) so that runs of one expert share weight loads; the result must
   // also equal window 1's bit for bit.
   void Check(int64_t out, int64_t in, const std::vector<int>& group_rows, bool tensor_cores,
-             int32_t live = -1, int window = 1) {
-    const int experts = 5;
+             int32_t live = -1, int window = 1, int experts = 5) {
+    SCOPED_TRACE("seed " + std::to_string(seed_));
     std::vector<std::vector<uint8_t>> w(experts), s(experts);
     std::vector<const uint8_t*> dw(experts), ds(experts);
     for (int e = 0; e < experts; ++e) {
@@ -193,6 +195,12 @@ TEST_F(ExpertFp4GpuTest, WindowsOfGroupsGiveTheOneGroupSums) {
   Check(2048, 4096, rows, true, -1, 4);
   Check(4096, 2048, rows, true, 11, 8);  // live count inside the second window
   Check(96, 384, {8, 8, 8, 8, 2}, true, -1, 2);
+  // Full windows of one expert (prefill's case): 20 groups of 8 tokens over 2 experts.
+  Check(2048, 4096, std::vector<int>(20, 8), true, -1, 8, 2);
+  Check(64, 128, {8, 8, 8, 5}, true, -1, 2, 1);  // one 128-column slice: no prefetch
+  Check(300, 256, {8, 8, 8}, true, 0, 8, 1);     // nothing live
+  EXPECT_EQ(kernels::ExpertMmaWindow(0, 256), 1);
+  EXPECT_EQ(kernels::ExpertMmaWindow(100, 0), 1);
   EXPECT_EQ(kernels::ExpertMmaWindow(6, 256), 1);  // decode at batch 1
   EXPECT_EQ(kernels::ExpertMmaWindow(8192 * 6, 256), 8);
   EXPECT_EQ(kernels::ExpertMmaWindow(64 * 6, 32), 1);
