@@ -182,6 +182,11 @@ const std::vector<OptionSpec>& OptionTable() {
     {{"slot_context", "N", "4096", "positions per sequence with forward slots (multiple of 128)",
       false},
      SetUint<&C::slot_context, 128, 1u << 24>, Same<&C::slot_context>},
+    {{"park_slots", "on|off", "on",
+      "with forward slots, an ended request's slot stays parked under its tokens until a new "
+      "sequence needs it; a request whose prompt extends them continues there and prefills only "
+      "the rest (a conversation's next turn)", false},
+     SetBool<&C::park_slots>, Same<&C::park_slots>},
     {{"threads", "N", "0", "CPU backend threads; 0 = one per online CPU", false},
      SetUint<&C::threads, 0, 1024>, Same<&C::threads>},
     {{"warmup", "on|off", "on", "run one warm-up step before reporting ready", false},

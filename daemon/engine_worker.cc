@@ -4,6 +4,7 @@
 #include <deque>
 #include <optional>
 
+#include "engine/cache/parked_slots.h"
 #include "engine/common/thread_pool.h"
 
 namespace deepinfer {
@@ -76,8 +77,29 @@ void EngineWorker::Loop() {
   uint64_t admissions = 0;
   const uint64_t budget_bytes = options_.cache_memory_bytes;
   PrefixCache prefix_cache(options_.prefix_cache_bytes);
-  // A request (new or preempted) starts from the longest cached prefix of what it has seen.
+  ParkedSlots parked(options_.park_slots ? static_cast<size_t>(model_.slots_total()) : 0);
+  auto publish_slots = [&] {
+    stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
+    stats_.slots_parked.store(static_cast<int64_t>(parked.size()), std::memory_order_relaxed);
+  };
+  // A request (new or preempted) starts from the longest cached prefix of what it has seen. On
+  // the slot path that is the longest parked sequence its context extends; without one it needs
+  // a slot of its own, for which parked slots give way (the one parked longest ago first).
   auto resume = [&](RequestState& st) {
+    if (model_.slots_total() > 0) {
+      SequenceState state;
+      if (parked.Take(st.context(), &state) > 0) {
+        st.ResumeFrom(std::move(state));
+      } else if (st.seq().slot.slot() < 0) {
+        while (model_.slots_free() == 0 && parked.DropOldest()) {
+        }
+        st.ResumeFrom(model_.NewSequence());
+      }
+      stats_.prefix_cache_hit_tokens.store(parked.hit_tokens(), std::memory_order_relaxed);
+      stats_.prefix_cache_lookup_tokens.store(parked.lookup_tokens(), std::memory_order_relaxed);
+      publish_slots();
+      return;
+    }
     SequenceState cached;
     if (prefix_cache.Lookup(st.context(), &cached) > 0) st.ResumeFrom(std::move(cached));
     stats_.prefix_cache_hit_tokens.store(prefix_cache.hit_tokens(), std::memory_order_relaxed);
@@ -116,6 +138,13 @@ void EngineWorker::Loop() {
   auto finish = [&](size_t i, const Result<GenerationEnd>& r) {
     stats_.jobs_done.fetch_add(1);
     running[i].job->on_done(r);
+    // An ended (or cancelled) request's slot stays parked for its next turn; after an error its
+    // state is undefined and goes.
+    if (r.ok()) {
+      SequenceState& seq = running[i].state->seq();
+      parked.Park(running[i].state->context().first(static_cast<size_t>(seq.length)),
+                  std::move(seq));
+    }
     running[i] = std::move(running.back());
     running.pop_back();
   };
@@ -206,7 +235,7 @@ void EngineWorker::Loop() {
       const BlockPool::Stats pool = model_.block_pool_stats();  // what the snapshots still hold
       stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
       stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
-      stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
+      publish_slots();
       std::unique_lock<std::mutex> lock(wake_mu_);
       if (stopping_) break;
       wake_.wait(lock, [&] { return stopping_.load() || !inbox_.empty(); });
@@ -281,7 +310,7 @@ void EngineWorker::Loop() {
     const BlockPool::Stats pool = model_.block_pool_stats();
     stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
-    stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
+    publish_slots();
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
     if (st.ok()) {

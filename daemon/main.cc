@@ -113,6 +113,7 @@ int Run(int argc, char** argv) {
   engine_options.step_token_budget = cfg.step_token_budget;
   engine_options.cache_memory_bytes = cfg.cache_memory_bytes;
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
+  engine_options.park_slots = cfg.park_slots;
   engine_options.overlap = cfg.overlap;
   engine_options.sampling_threads = threads;
   EngineWorker engine(model, tokenizer.get(), engine_options);

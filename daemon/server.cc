@@ -124,6 +124,7 @@ std::string Server::StatusJson() const {
   j += ", \"forward\": \"" + config_.forward + "\"";
   j += ", \"slots_total\": " + std::to_string(e.slots_total.load());
   j += ", \"slots_free\": " + std::to_string(e.slots_free.load());
+  j += ", \"slots_parked\": " + std::to_string(e.slots_parked.load());
   const uint64_t fwd = e.forward_steps.load(), gaps = e.idle_gaps.load();
   j += ", \"overlap\": " + std::string(config_.overlap ? "true" : "false");
   j += ", \"step_forward_us_avg\": " +

@@ -61,14 +61,17 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
       run(dir_ / "slots.sock",
           {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
            "--step-token-budget", "8", "--slot-context", "128", "--max-tokens-cap", "64"},
-          "\"slots_free\":3,");
+          "\"slots_parked\":3");
   ASSERT_EQ(layers.size(), 8u);
   ASSERT_EQ(slots.size(), 7u);
   ASSERT_EQ(statuses.size(), 2u);
   EXPECT_NE(statuses[0].find("\"forward\":\"layers\""), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[0].find("\"slots_total\":0,"), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[1].find("\"forward\":\"slots\""), std::string::npos) << statuses[1];
-  EXPECT_NE(statuses[1].find("\"slots_total\":3,\"slots_free\":3,"), std::string::npos)
+  // Idle, every slot is parked with the sequence that ended on it (new requests took slots from
+  // the parked ones: six requests went through three slots).
+  EXPECT_NE(statuses[1].find("\"slots_total\":3,\"slots_free\":0,\"slots_parked\":3"),
+            std::string::npos)
       << statuses[1];
   EXPECT_TRUE(EndedDone(slots.at(8)));
   EXPECT_LE(slots.at(8).tokens.size(), 2u);
@@ -78,6 +81,48 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     EXPECT_FALSE(r.tokens.empty()) << id;
     EXPECT_EQ(r.tokens, layers.at(id).tokens) << "request " << id;
   }
+}
+
+// A conversation's next turn (its prompt: the last prompt, the answer, new tokens) continues on
+// the slot parked by the last turn, prefilling only what is new, and its tokens are those of the
+// layers forward, which computes the whole prompt.
+TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
+  std::vector<int32_t> first(20);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int32_t>(11 + 13 * i);
+  std::vector<int32_t> next_turn;
+  std::vector<int32_t> slots_answer;
+  std::string status;
+  {
+    Daemon d(dir_ / "model", socket_,
+             {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
+              "--step-token-budget", "8", "--slot-context", "128", "--warmup", "off"});
+    auto c = client::Client::Connect(socket_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Generate(Request(1, first, 6)).ok());
+    const Ended answer = DrainOne(**c);
+    ASSERT_TRUE(EndedDone(answer));
+    ASSERT_EQ(answer.tokens.size(), 6u);
+    next_turn = first;
+    next_turn.insert(next_turn.end(), answer.tokens.begin(), answer.tokens.end());
+    next_turn.insert(next_turn.end(), {9, 10, 11});
+    ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
+    const Ended second = DrainOne(**c);
+    ASSERT_TRUE(EndedDone(second));
+    slots_answer = second.tokens;
+    auto s = (*c)->GetStatus();
+    ASSERT_TRUE(s.ok());
+    status = *s;
+  }
+  // The first turn's slot held its 20 prompt tokens and 5 of its 6 answers (the last was never
+  // fed): the second turn resumed after 25 tokens.
+  EXPECT_NE(status.find("\"prefix_cache_hit_tokens\":25,"), std::string::npos) << status;
+  Daemon layers(dir_ / "model", dir_ / "layers.sock", {"--warmup", "off"});
+  auto c = client::Client::Connect(dir_ / "layers.sock");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
+  const Ended reference = DrainOne(**c);
+  ASSERT_TRUE(EndedDone(reference));
+  EXPECT_EQ(slots_answer, reference.tokens);
 }
 
 // A device fault (on the CPU reference, injected after three steps) fails the request that was

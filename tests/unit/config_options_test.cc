@@ -68,6 +68,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "device",
                                           "forward",
                                           "slot_context",
+                                          "park_slots",
                                           "overlap",
                                           "watchdog",
                                           "log_level"};

@@ -149,7 +149,9 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "--forward",
                   "slots",
                   "--slot-context",
-                  "8192"});
+                  "8192",
+                  "--park-slots",
+                  "off"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -176,6 +178,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->device, "cuda");
   EXPECT_EQ(c->forward, "slots");
   EXPECT_EQ(c->slot_context, 8192u);
+  EXPECT_FALSE(c->park_slots);
   // Every option but two differs from its default, so the test covers the whole table: the
   // tokenizer, and cache_memory_bytes, which the slot path refuses (parsed just below).
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 2, DaemonOptions().size());

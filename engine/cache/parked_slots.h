@@ -1,0 +1,53 @@
+// Parked slots: the slot path's prefix reuse. On the slot path (Model::UseSlots) a sequence's
+// caches live in a stepper's slot, on the device, so the prefix cache's host snapshots do not
+// apply; what the engine keeps instead is the slot itself. An ended request's SequenceState, with
+// its SlotLease, stays parked under the tokens it holds until a new sequence needs the slot. A
+// request whose context extends those tokens continues on the parked slot and prefills only the
+// rest: exactly the forward from scratch, since the slot holds the complete state after exactly
+// those tokens and the forward does not depend on how a sequence is split into steps. Only whole
+// keys match: a slot's window ring and compressor partial windows cannot go back to an earlier
+// position, so a context that leaves the parked tokens before their end cannot use them. That
+// serves a conversation's next turn (its prompt repeats the previous prompt and answer), not
+// unrelated requests sharing a system prompt (docs/architecture.md, "The slot path").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model/sequence_state.h"
+
+namespace deepinfer {
+
+/// Ended sequences' slots, kept under their tokens (the file comment). Not thread-safe: the
+/// engine thread owns it.
+class ParkedSlots {
+ public:
+  /// At most `capacity` states stay parked (0: none; the engine passes its stepper's slots).
+  explicit ParkedSlots(size_t capacity) : capacity_(capacity) {}
+
+  /// Parks `state`, the state after exactly `tokens`. A state holding no slot, or no tokens,
+  /// is dropped. At capacity the state parked longest ago is dropped first (its slot goes back).
+  void Park(std::span<const int32_t> tokens, SequenceState state);
+  /// The parked state whose tokens are the longest strict prefix of `context` (one token must
+  /// stay to produce logits): moves it into *state and returns its length; 0 when none.
+  int64_t Take(std::span<const int32_t> context, SequenceState* state);
+  /// Drops the state parked longest ago, giving its slot back: false when none is parked.
+  bool DropOldest();
+
+  size_t size() const { return entries_.size(); }
+  uint64_t hit_tokens() const { return hit_tokens_; }        // tokens Take resumed from
+  uint64_t lookup_tokens() const { return lookup_tokens_; }  // context tokens Take was asked for
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;
+    SequenceState state;
+  };
+  size_t capacity_;
+  std::vector<Entry> entries_;  // parked longest ago first; a handful (one per slot at most)
+  uint64_t hit_tokens_ = 0, lookup_tokens_ = 0;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,134 @@
+// Parked slots (engine/cache/parked_slots.h) on the Model's slot path over the CPU reference
+// stepper: a request continuing a parked sequence gets the logits of the forward from scratch,
+// bit for bit; only whole parked keys that are strict prefixes match; parking past capacity and
+// dropping give the slots back.
+#include "engine/cache/parked_slots.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/model/host_slot_stepper.h"
+#include "engine/model/model.h"
+#include "tests/unit/test_util.h"
+
+namespace deepinfer {
+namespace {
+
+class ParkedSlotsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_.path()).ok());
+    auto ck = LoadCheckpoint(dir_.path());
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    ck_ = std::move(ck).value();
+    V_ = ck_->config.vocab_size;
+    inner_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    slotted_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    stepper_ = std::make_unique<HostSlotStepper>(*inner_, 3, 64, 16, 256);
+    slotted_->UseSlots(stepper_.get());
+  }
+  std::vector<int32_t> Tokens(int n, int salt) const {
+    std::vector<int32_t> t(n);
+    for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13 + salt * 101) % V_);
+    return t;
+  }
+  // A slotted sequence fed `tokens` in chunks of at most 16.
+  SequenceState Fed(std::span<const int32_t> tokens) {
+    SequenceState s = slotted_->NewSequence();
+    for (size_t i = 0; i < tokens.size(); i += 16) {
+      const size_t n = std::min<size_t>(16, tokens.size() - i);
+      EXPECT_TRUE(slotted_->Forward(s, tokens.subspan(i, n), nullptr, nullptr).ok());
+    }
+    return s;
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<Checkpoint> ck_;
+  int64_t V_ = 0;
+  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
+  std::unique_ptr<Model> inner_, slotted_;
+  std::unique_ptr<HostSlotStepper> stepper_;
+};
+
+// The next turn of a conversation: its context repeats the parked tokens and adds more. It
+// continues on the parked slot, feeding only the new tokens, and its logits are those of a plain
+// Model that fed everything from the start.
+TEST_F(ParkedSlotsTest, AContinuationOnAParkedSlotGivesTheForwardFromScratch) {
+  ParkedSlots parked(3);
+  const std::vector<int32_t> turn = Tokens(40, 1);
+  const std::span<const int32_t> first(turn.data(), 29);
+  parked.Park(first, Fed(first));
+  EXPECT_EQ(parked.size(), 1u);
+  EXPECT_EQ(slotted_->slots_free(), 2);  // the parked state keeps its slot
+  SequenceState resumed;
+  ASSERT_EQ(parked.Take(turn, &resumed), 29);
+  EXPECT_EQ(parked.size(), 0u);
+  EXPECT_EQ(resumed.length, 29);
+  std::vector<float> got(11 * V_), want(40 * V_);
+  ASSERT_TRUE(slotted_->Forward(resumed, std::span(turn).subspan(29), got.data(), nullptr).ok());
+  Model plain(*ck_, *cpu_, Numerics::kReference);
+  SequenceState p = plain.NewSequence();
+  ASSERT_TRUE(plain.Forward(p, turn, want.data(), nullptr).ok());
+  EXPECT_EQ(std::memcmp(got.data(), &want[29 * V_], got.size() * sizeof(float)), 0);
+  EXPECT_EQ(parked.hit_tokens(), 29u);
+  EXPECT_EQ(parked.lookup_tokens(), 40u);
+}
+
+// Only a parked key that is all of a strict prefix of the context matches, the longest first: a
+// key that leaves the context before its end, one as long as the context, or one longer do not.
+TEST_F(ParkedSlotsTest, OnlyWholeKeysThatAreStrictPrefixesMatch) {
+  ParkedSlots parked(3);
+  const std::vector<int32_t> ctx = Tokens(30, 2);
+  std::vector<int32_t> diverging(ctx.begin(), ctx.begin() + 20);
+  diverging[12] = (diverging[12] + 1) % static_cast<int32_t>(V_);
+  parked.Park(diverging, Fed(diverging));
+  parked.Park(ctx, Fed(ctx));  // all of the context: no token left to produce logits from
+  SequenceState got;
+  EXPECT_EQ(parked.Take(ctx, &got), 0);
+  EXPECT_EQ(parked.size(), 2u);
+  while (parked.DropOldest()) {
+  }
+  // The shorter of two matching keys loses to the longer.
+  ParkedSlots two(3);
+  two.Park(std::span(ctx).first(8), Fed(std::span(ctx).first(8)));
+  two.Park(std::span(ctx).first(17), Fed(std::span(ctx).first(17)));
+  EXPECT_EQ(two.Take(ctx, &got), 17);
+  EXPECT_EQ(got.length, 17);
+  EXPECT_EQ(two.Take(ctx, &got), 8);
+  EXPECT_EQ(two.Take(ctx, &got), 0);
+}
+
+// Parked states hold their slots until dropped: past capacity the oldest goes first, DropOldest
+// gives one back, and states without a slot or without tokens are not kept.
+TEST_F(ParkedSlotsTest, DroppingGivesTheSlotsBack) {
+  ParkedSlots parked(2);
+  const std::vector<int32_t> a = Tokens(5, 3), b = Tokens(6, 4), c = Tokens(7, 5);
+  parked.Park(a, Fed(a));
+  parked.Park(b, Fed(b));
+  EXPECT_EQ(slotted_->slots_free(), 1);
+  parked.Park(c, Fed(c));  // at capacity: `a`'s state is dropped
+  EXPECT_EQ(parked.size(), 2u);
+  EXPECT_EQ(slotted_->slots_free(), 1);
+  SequenceState got;
+  std::vector<int32_t> a_more = a, b_more = b;
+  a_more.push_back(1);
+  b_more.push_back(1);
+  EXPECT_EQ(parked.Take(a_more, &got), 0);
+  EXPECT_TRUE(parked.DropOldest());  // `b`
+  EXPECT_EQ(parked.Take(b_more, &got), 0);
+  EXPECT_EQ(slotted_->slots_free(), 2);
+  EXPECT_TRUE(parked.DropOldest());  // `c`
+  EXPECT_FALSE(parked.DropOldest());
+  EXPECT_EQ(slotted_->slots_free(), 3);
+  parked.Park(a, SequenceState());  // no slot
+  parked.Park({}, Fed(a));          // no tokens
+  EXPECT_EQ(parked.size(), 0u);
+  EXPECT_EQ(slotted_->slots_free(), 3);
+  ParkedSlots none(0);
+  none.Park(a, Fed(a));
+  EXPECT_EQ(none.size(), 0u);
+}
+
+}  // namespace
+}  // namespace deepinfer
