@@ -1,6 +1,8 @@
 // Compiled without FMA contraction (kernels/CMakeLists.txt), as OrderedDot on the host.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/device_math.cuh"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/exact_math.h"
@@ -56,8 +58,8 @@ __global__ void DotKernel(StoredFormat f, const uint8_t* w, const uint8_t* scale
 
 __global__ void ExpertKernel(const uint8_t* const* weights, const uint8_t* const* scales,
                              int64_t out, int64_t in, const ExpertGroup* groups, const float* x,
-                             float* y, const int32_t* live_groups) {
-  const int g = blockIdx.y;
+                             float* y, const int32_t* live_groups, int first) {
+  const int g = first + static_cast<int>(blockIdx.y);
   if (live_groups != nullptr && g >= *live_groups) return;
   const ExpertGroup& grp = groups[g];
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -87,12 +89,15 @@ int QuantizedDotCpuOrder(StoredFormat format, const uint8_t* w, const uint8_t* s
 int Fp4ExpertCpuOrder(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                       int64_t in, const ExpertGroup* groups, int n_groups, const float* x, float* y,
                       const int32_t* live_groups, void* stream) {
-  if (n_groups < 0 || n_groups > 65535 || in % 32 != 0) return cudaErrorInvalidValue;
-  if (n_groups == 0) return 0;
-  const dim3 grid(static_cast<unsigned>((kExpertGroupRows * out + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(n_groups));
-  ExpertKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(weights, scales, out, in,
-                                                                         groups, x, y, live_groups);
+  if (n_groups < 0 || in % 32 != 0) return cudaErrorInvalidValue;
+  // Groups run along grid.y, which holds at most 65,535: more take several launches.
+  constexpr int kMaxGridY = 65535;
+  for (int first = 0; first < n_groups; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((kExpertGroupRows * out + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
+    ExpertKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        weights, scales, out, in, groups, x, y, live_groups, first);
+  }
   return cudaGetLastError();
 }
 
