@@ -185,7 +185,8 @@ const std::vector<OptionSpec>& OptionTable() {
     {{"park_slots", "on|off", "on",
       "with forward slots, an ended request's slot stays parked under its tokens until a new "
       "sequence needs it; a request whose prompt extends them continues there and prefills only "
-      "the rest (a conversation's next turn)", false},
+      "the rest (a conversation's next turn, when it repeats the earlier one as the same tokens)",
+      false},
      SetBool<&C::park_slots>, Same<&C::park_slots>},
     {{"threads", "N", "0", "CPU backend threads; 0 = one per online CPU", false},
      SetUint<&C::threads, 0, 1024>, Same<&C::threads>},

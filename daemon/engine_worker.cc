@@ -11,6 +11,10 @@ namespace deepinfer {
 
 EngineWorker::EngineWorker(Model& model, const Tokenizer* tokenizer, Options options)
     : model_(model), tok_(tokenizer), options_(options), inbox_(options.queue_capacity) {
+  // On the slot path every running request holds a slot: no more run than there are slots.
+  if (model.slots_total() > 0) {
+    options_.max_running = std::min(options_.max_running, static_cast<size_t>(model.slots_total()));
+  }
   stats_.slots_total.store(model.slots_total());
   stats_.slots_free.store(model.slots_free());
 }
@@ -91,7 +95,18 @@ void EngineWorker::Loop() {
       if (parked.Take(st.context(), &state) > 0) {
         st.ResumeFrom(std::move(state));
       } else if (st.seq().slot.slot() < 0) {
-        while (model_.slots_free() == 0 && parked.DropOldest()) {
+        // Parked states another request of this step is about to continue give way last.
+        const auto wanted = [&](std::span<const int32_t> key) {
+          for (const Running& r : running) {
+            const std::span<const int32_t> ctx = r.state->context();
+            if (!r.started && r.state.get() != &st && key.size() < ctx.size() &&
+                std::equal(key.begin(), key.end(), ctx.begin())) {
+              return true;
+            }
+          }
+          return false;
+        };
+        while (model_.slots_free() == 0 && parked.DropOldest(wanted)) {
         }
         st.ResumeFrom(model_.NewSequence());
       }
@@ -142,8 +157,8 @@ void EngineWorker::Loop() {
     // state is undefined and goes.
     if (r.ok()) {
       SequenceState& seq = running[i].state->seq();
-      parked.Park(running[i].state->context().first(static_cast<size_t>(seq.length)),
-                  std::move(seq));
+      const size_t fed = static_cast<size_t>(seq.length);  // read before the state moves
+      parked.Park(running[i].state->context().first(fed), std::move(seq));
     }
     running[i] = std::move(running.back());
     running.pop_back();

@@ -27,9 +27,15 @@ int64_t ParkedSlots::Take(std::span<const int32_t> context, SequenceState* state
   return length;
 }
 
-bool ParkedSlots::DropOldest() {
+bool ParkedSlots::DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted) {
   if (entries_.empty()) return false;
-  entries_.erase(entries_.begin());  // its SequenceState's lease gives the slot back
+  size_t victim = 0;
+  if (wanted) {
+    while (victim < entries_.size() && wanted(entries_[victim].tokens)) ++victim;
+    if (victim == entries_.size()) victim = 0;  // all wanted: the oldest after all
+  }
+  // Its SequenceState's lease gives the slot back.
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(victim));
   return true;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -33,8 +34,9 @@ class ParkedSlots {
   /// The parked state whose tokens are the longest strict prefix of `context` (one token must
   /// stay to produce logits): moves it into *state and returns its length; 0 when none.
   int64_t Take(std::span<const int32_t> context, SequenceState* state);
-  /// Drops the state parked longest ago, giving its slot back: false when none is parked.
-  bool DropOldest();
+  /// Drops the state parked longest ago, giving its slot back: false when none is parked. With
+  /// `wanted`, states whose tokens it flags (another request is about to continue them) go last.
+  bool DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted = nullptr);
 
   size_t size() const { return entries_.size(); }
   uint64_t hit_tokens() const { return hit_tokens_; }        // tokens Take resumed from

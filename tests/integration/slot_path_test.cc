@@ -43,7 +43,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     open_ended.max_tokens.reset();
     EXPECT_TRUE((*c)->Generate(open_ended).ok());
     ended[8] = DrainOne(**c);
-    // Status reports the path; once idle, every slot is free again.
+    // Status reports the path; once idle, every slot is parked by the request that ended on it.
     Result<std::string> status = std::string();
     for (int i = 0; i < 100; ++i) {
       status = (*c)->GetStatus();
@@ -90,39 +90,46 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
   std::vector<int32_t> first(20);
   for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int32_t>(11 + 13 * i);
   std::vector<int32_t> next_turn;
-  std::vector<int32_t> slots_answer;
-  std::string status;
-  {
-    Daemon d(dir_ / "model", socket_,
+  // Two turns on a slot-path daemon: the second turn's tokens and the status after it.
+  auto turns = [&](const std::string& sock, const std::string& park) {
+    Daemon d(dir_ / "model", sock,
              {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
-              "--step-token-budget", "8", "--slot-context", "128", "--warmup", "off"});
-    auto c = client::Client::Connect(socket_);
-    ASSERT_TRUE(c.ok());
-    ASSERT_TRUE((*c)->Generate(Request(1, first, 6)).ok());
+              "--step-token-budget", "8", "--slot-context", "128", "--warmup", "off",
+              "--park-slots", park});
+    auto c = client::Client::Connect(sock);
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return std::make_pair(std::vector<int32_t>{}, std::string());
+    EXPECT_TRUE((*c)->Generate(Request(1, first, 6)).ok());
     const Ended answer = DrainOne(**c);
-    ASSERT_TRUE(EndedDone(answer));
-    ASSERT_EQ(answer.tokens.size(), 6u);
+    EXPECT_TRUE(EndedDone(answer));
+    EXPECT_EQ(answer.tokens.size(), 6u);
     next_turn = first;
     next_turn.insert(next_turn.end(), answer.tokens.begin(), answer.tokens.end());
     next_turn.insert(next_turn.end(), {9, 10, 11});
-    ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
+    EXPECT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
     const Ended second = DrainOne(**c);
-    ASSERT_TRUE(EndedDone(second));
-    slots_answer = second.tokens;
-    auto s = (*c)->GetStatus();
-    ASSERT_TRUE(s.ok());
-    status = *s;
-  }
+    EXPECT_TRUE(EndedDone(second));
+    auto status = (*c)->GetStatus();
+    EXPECT_TRUE(status.ok());
+    return std::make_pair(second.tokens, status.ok() ? *status : std::string());
+  };
+  const auto [parked_answer, parked_status] = turns(dir_ / "parked.sock", "on");
+  const auto [plain_answer, plain_status] = turns(dir_ / "plain.sock", "off");
   // The first turn's slot held its 20 prompt tokens and 5 of its 6 answers (the last was never
-  // fed): the second turn resumed after 25 tokens.
-  EXPECT_NE(status.find("\"prefix_cache_hit_tokens\":25,"), std::string::npos) << status;
+  // fed): the second turn resumed after 25 tokens. Without parking nothing is resumed or parked.
+  EXPECT_NE(parked_status.find("\"prefix_cache_hit_tokens\":25,"), std::string::npos)
+      << parked_status;
+  EXPECT_NE(plain_status.find("\"prefix_cache_hit_tokens\":0,"), std::string::npos) << plain_status;
+  EXPECT_NE(plain_status.find("\"slots_free\":2,\"slots_parked\":0"), std::string::npos)
+      << plain_status;
   Daemon layers(dir_ / "model", dir_ / "layers.sock", {"--warmup", "off"});
   auto c = client::Client::Connect(dir_ / "layers.sock");
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
   const Ended reference = DrainOne(**c);
   ASSERT_TRUE(EndedDone(reference));
-  EXPECT_EQ(slots_answer, reference.tokens);
+  EXPECT_EQ(parked_answer, reference.tokens);
+  EXPECT_EQ(plain_answer, reference.tokens);
 }
 
 // A device fault (on the CPU reference, injected after three steps) fails the request that was

@@ -125,6 +125,18 @@ TEST_F(ParkedSlotsTest, DroppingGivesTheSlotsBack) {
   parked.Park({}, Fed(a));          // no tokens
   EXPECT_EQ(parked.size(), 0u);
   EXPECT_EQ(slotted_->slots_free(), 3);
+  // States another request is about to continue give way last.
+  parked.Park(a, Fed(a));
+  parked.Park(b, Fed(b));
+  const auto wants_a = [&](std::span<const int32_t> key) {
+    return std::equal(key.begin(), key.end(), a.begin(), a.end());
+  };
+  EXPECT_TRUE(parked.DropOldest(wants_a));  // `b`, though `a` is older
+  EXPECT_EQ(parked.Take(a_more, &got), 5);
+  parked.Park(b, Fed(b));
+  EXPECT_TRUE(parked.DropOldest([](std::span<const int32_t>) { return true; }));  // all wanted
+  EXPECT_EQ(parked.size(), 0u);
+  got = SequenceState();
   ParkedSlots none(0);
   none.Park(a, Fed(a));
   EXPECT_EQ(none.size(), 0u);
