@@ -7,22 +7,13 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/expert_fp4.h"
+#include "kernels/fp4_e4m3.h"
 
 namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxGridY = 65535;
-
-// Eight e2m1 nibbles (one 32-bit word, weight 0 lowest) as two registers of four e4m3 bytes:
-// the even weights (0, 2, 4, 6) and the odd ones. Placing e2m1's exponent and mantissa bits at
-// e4m3's bits 4..2 gives exactly 2^-6 times the value, subnormal 0.5 included (the 2^6 is
-// applied once to the result); the sign moves to bit 7. Seven integer instructions per eight
-// weights.
-__device__ __forceinline__ void Fp4ToE4m3(uint32_t w, uint32_t* even, uint32_t* odd) {
-  *even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);
-  *odd = (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu);
-}
 
 __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint32_t b0, uint32_t b1) {
@@ -158,19 +149,19 @@ __device__ __forceinline__ void ExpertRun(const ExpertGroup* run, int n, const u
           float d[4];
           Mma(d, a0, a1, a2, a3, __byte_perm(v[i].x, v[i].y, 0x6420),
               __byte_perm(v[i].x, v[i].y, 0x7531));
-          part[i][0] = __fmaf_rn(d[0], ws_lo, part[i][0]);
-          part[i][1] = __fmaf_rn(d[1], ws_lo, part[i][1]);
-          part[i][2] = __fmaf_rn(d[2], ws_hi, part[i][2]);
-          part[i][3] = __fmaf_rn(d[3], ws_hi, part[i][3]);
+          part[i][0] += d[0] * ws_lo;
+          part[i][1] += d[1] * ws_lo;
+          part[i][2] += d[2] * ws_hi;
+          part[i][3] += d[3] * ws_hi;
         }
       }
     }
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
-      acc[i][0] = __fmaf_rn(part[i][0], xs0[i], acc[i][0]);
-      acc[i][1] = __fmaf_rn(part[i][1], xs1[i], acc[i][1]);
-      acc[i][2] = __fmaf_rn(part[i][2], xs0[i], acc[i][2]);
-      acc[i][3] = __fmaf_rn(part[i][3], xs1[i], acc[i][3]);
+      acc[i][0] += part[i][0] * xs0[i];
+      acc[i][1] += part[i][1] * xs1[i];
+      acc[i][2] += part[i][2] * xs0[i];
+      acc[i][3] += part[i][3] * xs1[i];
     }
     __syncthreads();  // every warp is done with this slice before it is staged over
   }
@@ -222,17 +213,17 @@ __device__ __forceinline__ void ExpertGroupDirect(const ExpertGroup& grp, const 
       float d[4];
       Mma(d, a0, a1, a2, a3, __byte_perm(v.x, v.y, 0x6420), __byte_perm(v.x, v.y, 0x7531));
       const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
-      part[0] = __fmaf_rn(d[0], ws_lo, part[0]);
-      part[1] = __fmaf_rn(d[1], ws_lo, part[1]);
-      part[2] = __fmaf_rn(d[2], ws_hi, part[2]);
-      part[3] = __fmaf_rn(d[3], ws_hi, part[3]);
+      part[0] += d[0] * ws_lo;
+      part[1] += d[1] * ws_lo;
+      part[2] += d[2] * ws_hi;
+      part[3] += d[3] * ws_hi;
     }
     const float xs0 = __ldg(x_scale + stage * x_rows + r0);
     const float xs1 = __ldg(x_scale + stage * x_rows + r1);
-    acc[0] = __fmaf_rn(part[0], xs0, acc[0]);
-    acc[1] = __fmaf_rn(part[1], xs1, acc[1]);
-    acc[2] = __fmaf_rn(part[2], xs0, acc[2]);
-    acc[3] = __fmaf_rn(part[3], xs1, acc[3]);
+    acc[0] += part[0] * xs0;
+    acc[1] += part[1] * xs1;
+    acc[2] += part[2] * xs0;
+    acc[3] += part[3] * xs1;
   }
   if (n0 < rows) {
     if (o0 + g < out) y[grp.y_row[n0] * out + o0 + g] = acc[0] * 64.0f;
