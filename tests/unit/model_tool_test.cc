@@ -52,6 +52,17 @@ TEST_F(ModelToolTest, InspectSummarisesTheCheckpoint) {
   EXPECT_NE(r.out.find("sliding/hash sliding/hash csa/hash hca csa hca"), std::string::npos);
   EXPECT_NE(r.out.find("F8_E4M3"), std::string::npos);
   EXPECT_NE(r.out.find("parameters:"), std::string::npos);
+  // Experts 128 wide or more: whether their scales fold per 128 columns (kernels/fp4_e4m3.h).
+  // Random weights have their exponents within a binade or two, so all 6 layers x 8 experts x 3
+  // matrices fold.
+  ToolRun wide = Tool("make-tiny --out " + (dir_ / "w") +
+                      " --quantize fp8-fp4 --seed 5 --hidden 256 --moe-inter 128");
+  ASSERT_EQ(wide.code, 0) << wide.out;
+  r = Tool("inspect --model " + (dir_ / "w"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("MXFP4 expert matrices whose scales fold per 128 columns: 144 of 144"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(ModelToolTest, LogitsPrefillAndDecodeAgree) {
