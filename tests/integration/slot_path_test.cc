@@ -109,12 +109,22 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
     EXPECT_TRUE((*c)->Generate(Request(2, next_turn, 6)).ok());
     const Ended second = DrainOne(**c);
     EXPECT_TRUE(EndedDone(second));
-    auto status = (*c)->GetStatus();
+    // The status once the engine has put the second turn away (its counters follow the events).
+    const std::string idle = park == "on" ? "\"slots_free\":1,\"slots_parked\":1"
+                                          : "\"slots_free\":2,\"slots_parked\":0";
+    Result<std::string> status = std::string();
+    for (int i = 0; i < 100; ++i) {
+      status = (*c)->GetStatus();
+      if (!status.ok() || status->find(idle) != std::string::npos) break;
+      std::this_thread::sleep_for(20ms);
+    }
     EXPECT_TRUE(status.ok());
     return std::make_pair(second.tokens, status.ok() ? *status : std::string());
   };
   const auto [parked_answer, parked_status] = turns(dir_ / "parked.sock", "on");
   const auto [plain_answer, plain_status] = turns(dir_ / "plain.sock", "off");
+  EXPECT_NE(parked_status.find("\"slots_free\":1,\"slots_parked\":1"), std::string::npos)
+      << parked_status;
   // The first turn's slot held its 20 prompt tokens and 5 of its 6 answers (the last was never
   // fed): the second turn resumed after 25 tokens. Without parking nothing is resumed or parked.
   EXPECT_NE(parked_status.find("\"prefix_cache_hit_tokens\":25,"), std::string::npos)
