@@ -60,6 +60,7 @@ void RunClient(const BenchOptions& o, long long index,
   }
   const long long cap = o.rate > 0 ? o.max_in_flight : 1;
   std::map<uint64_t, InFlight> open;
+  std::vector<int32_t> history;  // conversation: every prompt and answer so far
   size_t next = 0;
   while (next < arrivals.size() || !open.empty()) {
     Clock::time_point now = Clock::now();
@@ -67,6 +68,10 @@ void RunClient(const BenchOptions& o, long long index,
            static_cast<long long>(open.size()) < cap) {
       const uint64_t id = next + 1;
       auto req = make_request(id);
+      if (req.ok() && o.conversation) {
+        history.insert(history.end(), req->prompt_ids.begin(), req->prompt_ids.end());
+        req->prompt_ids = history;
+      }
       if (!req.ok() || !(*client)->Generate(*req).ok()) {
         s->failures++;
         return;
@@ -103,6 +108,7 @@ void RunClient(const BenchOptions& o, long long index,
       it->second.first = false;
       it->second.last = now;
       s->tokens++;
+      if (o.conversation) history.push_back((*ev)->token);
     } else if (kind == ipc::EventKind::kDone || kind == ipc::EventKind::kError) {
       if (kind == ipc::EventKind::kError) s->failures++;
       s->latency.push_back(Ms(now - it->second.arrival));
@@ -118,6 +124,7 @@ Result<std::string> RunBench(
     const std::function<Result<ipc::GenerateRequest>(uint64_t)>& make_request) {
   if (o.clients < 1 || o.requests < 1) return InvalidArgument("--clients and --requests >= 1");
   if (!(o.rate >= 0) || !std::isfinite(o.rate)) return InvalidArgument("--rate must be >= 0");
+  if (o.conversation && o.rate > 0) return InvalidArgument("--turns runs a closed loop: no --rate");
   Samples s;
   const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> threads;

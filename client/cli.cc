@@ -31,9 +31,11 @@ commands:
   status [--json]      The daemon's counters.
   health               Exit 0 when the daemon is healthy.
   cancel ID            Cancels request ID of this connection (useful only for scripting tests).
-  bench [--clients N] [--requests N] [--rate R] [--prompt-ids 1,2,3] [--max-tokens N]
+  bench [--clients N] [--requests N] [--rate R] [--turns] [--prompt-ids 1,2,3] [--max-tokens N]
       N client connections, N x requests in all; closed loop (each client's next request after
       its previous one), or with --rate R open loop: Poisson arrivals at R requests/s overall.
+      --turns: each client's requests are the turns of one conversation (closed loop): a
+      request's prompt is the previous prompt, its answer, then the --prompt-ids tokens.
       Prints tokens/s and TTFT, inter-token and request latency percentiles (one JSON line).
 The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
 )";
@@ -55,7 +57,7 @@ Result<Args> Parse(int argc, char** argv) {
   Args a;
   const char* env = std::getenv("DEEPINFER_SOCKET");
   a.socket = env ? env : "/run/deepinfer/deepinfer.sock";
-  const std::vector<std::string> bare = {"--json"};
+  const std::vector<std::string> bare = {"--json", "--turns"};
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k.rfind("--", 0) == 0) {
@@ -219,6 +221,10 @@ Status Bench(const Args& a) {
   DI_ASSIGN_OR_RETURN(o.clients, Int("--clients", a.Get("--clients", "4")));
   DI_ASSIGN_OR_RETURN(o.requests, Int("--requests", a.Get("--requests", "4")));
   DI_ASSIGN_OR_RETURN(o.rate, Double("--rate", a.Get("--rate", "0")));
+  o.conversation = a.opts.count("--turns") > 0;
+  if (o.conversation && a.opts.count("--prompt")) {
+    return InvalidArgument("--turns needs --prompt-ids (each turn repeats the earlier tokens)");
+  }
   Args base = a;
   if (!base.opts.count("--prompt-ids") && !base.opts.count("--prompt"))
     base.opts.emplace("--prompt-ids", "1,2,3,4");

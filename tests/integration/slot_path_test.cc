@@ -142,6 +142,32 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
   EXPECT_EQ(plain_answer, reference.tokens);
 }
 
+// `deepinfer bench --turns`: each client's requests are one conversation, so from the second
+// turn on every request continues its client's parked slot. Turn 2 resumes after turn 1's 4
+// prompt and 3 of its 4 answer tokens (7), turn 3 after turn 2's 12 and 3 more (15): 22 a client.
+TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
+  Daemon d(dir_ / "model", socket_,
+           {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
+            "--step-token-budget", "8", "--slot-context", "256", "--warmup", "off"});
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
+                   " bench --clients 2 --requests 3 --turns --prompt-ids 5,6,7,8 --max-tokens 4 "
+                   "--temperature 0 2>&1")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"failures\": 0,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"tokens\": 24,"), std::string::npos) << out;
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto status = (*c)->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":44,"), std::string::npos) << *status;
+}
+
 // A device fault (on the CPU reference, injected after three steps) fails the request that was
 // running with an error after the tokens of the steps before it, and the daemon exits with code 1
 // so that systemd restarts it, instead of staying ready and serving only errors.
