@@ -318,27 +318,16 @@ int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, in
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_groups == 0) return 0;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (window_groups) {
-    case 1:
-      LaunchExpertMma<1>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
-                         live_groups);
-      break;
-    case 2:
-      LaunchExpertMma<2>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
-                         live_groups);
-      break;
-    case 4:
-      LaunchExpertMma<4>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
-                         live_groups);
-      break;
-    case 8:
-      LaunchExpertMma<8>(weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y, s,
-                         live_groups);
-      break;
-    default:
-      return static_cast<int>(cudaErrorInvalidValue);
-  }
+  const int index = window_groups == 1   ? 0
+                    : window_groups == 2 ? 1
+                    : window_groups == 4 ? 2
+                    : window_groups == 8 ? 3
+                                         : -1;
+  if (index < 0) return static_cast<int>(cudaErrorInvalidValue);
+  constexpr decltype(&LaunchExpertMma<1>) kLaunch[] = {&LaunchExpertMma<1>, &LaunchExpertMma<2>,
+                                                       &LaunchExpertMma<4>, &LaunchExpertMma<8>};
+  kLaunch[index](weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y,
+                 static_cast<cudaStream_t>(stream), live_groups);
   return static_cast<int>(cudaGetLastError());
 }
 

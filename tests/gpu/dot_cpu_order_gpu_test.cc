@@ -15,25 +15,13 @@
 #include "kernels/cuda_available.h"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/exact_math.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
 
-template <class T>
-T* ToDevice(const std::vector<T>& v) {
-  void* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size() * sizeof(T), 16)), cudaSuccess);
-  cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return static_cast<T*>(d);
-}
-
-template <class T>
-std::vector<T> ToHost(const T* d, size_t n) {
-  std::vector<T> v(n);
-  cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-  return v;
-}
+using testing::DeviceVector;
 
 class DotCpuOrderGpuTest : public ::testing::Test {
  protected:
@@ -78,14 +66,14 @@ TEST_F(DotCpuOrderGpuTest, DenseProductsEqualTheCpusBitForBit) {
     const int64_t n_scales = fp4 ? c.out * c.in / 32 : ((c.out + 127) / 128) * ((c.in + 127) / 128);
     const std::vector<uint8_t> s = Bytes(n_scales, 118, 14);
     const std::vector<float> x = Normal(c.rows * c.in);
-    uint8_t *dw = ToDevice(w), *ds = ToDevice(s);
-    float* dx = ToDevice(x);
-    float* dy = ToDevice(std::vector<float>(c.rows * c.out, std::nanf("")));
-    ASSERT_EQ(kernels::QuantizedDotCpuOrder(c.format, dw, ds, 0, c.out, c.in, dx, c.in, c.rows, dy,
-                                            c.out, nullptr),
+    const DeviceVector<uint8_t> dw(w), ds(s);
+    const DeviceVector<float> dx(x);
+    const auto dy = DeviceVector<float>::Poisoned(c.rows * c.out);
+    ASSERT_EQ(kernels::QuantizedDotCpuOrder(c.format, dw.get(), ds.get(), 0, c.out, c.in, dx.get(),
+                                            c.in, c.rows, dy.get(), c.out, nullptr),
               0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<float> y = ToHost(dy, c.rows * c.out);
+    const std::vector<float> y = dy.ToHost();
     const LinearWeight lw = fp4 ? testing::Fp4BlockView(c.out, c.in, w.data(), s.data())
                                 : testing::Fp8BlockView(c.out, c.in, w.data(), s.data());
     for (int64_t r = 0; r < c.rows; ++r) {
@@ -94,10 +82,6 @@ TEST_F(DotCpuOrderGpuTest, DenseProductsEqualTheCpusBitForBit) {
         ASSERT_EQ(std::memcmp(&y[r * c.out + o], &want, sizeof(float)), 0)
             << "row " << r << " out " << o << ": " << y[r * c.out + o] << " vs " << want;
       }
-    }
-    for (void* p : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dx),
-                    static_cast<void*>(dy)}) {
-      cudaFree(p);
     }
   }
 }
@@ -109,12 +93,13 @@ TEST_F(DotCpuOrderGpuTest, GroupedExpertsPastOneLaunchEqualTheCpus) {
   const int experts = 3, groups = 70'000, live = 69'990;
   const int64_t out = 4, in = 64;
   std::vector<std::vector<uint8_t>> w(experts), s(experts);
-  std::vector<const uint8_t*> dw(experts), ds(experts);
+  std::vector<DeviceVector<uint8_t>> dw, ds;
+  std::vector<const uint8_t*> w_ptrs, s_ptrs;
   for (int e = 0; e < experts; ++e) {
     w[e] = Bytes(out * in / 2, 0, 0);
     s[e] = Bytes(out * in / 32, 120, 10);
-    dw[e] = ToDevice(w[e]);
-    ds[e] = ToDevice(s[e]);
+    w_ptrs.push_back(dw.emplace_back(w[e]).get());
+    s_ptrs.push_back(ds.emplace_back(s[e]).get());
   }
   std::vector<kernels::ExpertGroup> g(groups);
   for (int i = 0; i < groups; ++i) {
@@ -125,15 +110,16 @@ TEST_F(DotCpuOrderGpuTest, GroupedExpertsPastOneLaunchEqualTheCpus) {
     g[i].y_row[0] = i;
   }
   const std::vector<float> x = Normal(static_cast<size_t>(groups) * in);
-  auto* d_w = ToDevice(dw);
-  auto* d_s = ToDevice(ds);
-  auto* d_g = ToDevice(g);
-  float* dx = ToDevice(x);
-  float* dy = ToDevice(std::vector<float>(static_cast<size_t>(groups) * out, std::nanf("")));
-  int32_t* d_live = ToDevice(std::vector<int32_t>{live});
-  ASSERT_EQ(kernels::Fp4ExpertCpuOrder(d_w, d_s, out, in, d_g, groups, dx, dy, d_live, nullptr), 0);
+  const DeviceVector<const uint8_t*> d_w(w_ptrs), d_s(s_ptrs);
+  const DeviceVector<kernels::ExpertGroup> d_g(g);
+  const DeviceVector<float> dx(x);
+  const auto dy = DeviceVector<float>::Poisoned(static_cast<size_t>(groups) * out);
+  const DeviceVector<int32_t> d_live(std::vector<int32_t>{live});
+  ASSERT_EQ(kernels::Fp4ExpertCpuOrder(d_w.get(), d_s.get(), out, in, d_g.get(), groups, dx.get(),
+                                       dy.get(), d_live.get(), nullptr),
+            0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> y = ToHost(dy, static_cast<size_t>(groups) * out);
+  const std::vector<float> y = dy.ToHost();
   for (int i = 0; i < groups; ++i) {
     const LinearWeight lw =
         testing::Fp4BlockView(out, in, w[g[i].expert].data(), s[g[i].expert].data());
@@ -146,14 +132,6 @@ TEST_F(DotCpuOrderGpuTest, GroupedExpertsPastOneLaunchEqualTheCpus) {
       const float want = CpuDot(lw, o, &x[static_cast<size_t>(i) * in]);
       ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << "group " << i << " out " << o;
     }
-  }
-  for (int e = 0; e < experts; ++e) {
-    cudaFree(const_cast<uint8_t*>(dw[e]));
-    cudaFree(const_cast<uint8_t*>(ds[e]));
-  }
-  for (void* p : {static_cast<void*>(d_w), static_cast<void*>(d_s), static_cast<void*>(d_g),
-                  static_cast<void*>(dx), static_cast<void*>(dy), static_cast<void*>(d_live)}) {
-    cudaFree(p);
   }
 }
 
