@@ -68,7 +68,9 @@ void RunClient(const BenchOptions& o, long long index,
            static_cast<long long>(open.size()) < cap) {
       const uint64_t id = next + 1;
       auto req = make_request(id);
-      if (req.ok() && o.conversation) {
+      if (req.ok() && o.turns) {
+        // Each client's conversation opens with its own token, so clients share no prefix.
+        if (history.empty()) history.push_back(static_cast<int32_t>(index + 1));
         history.insert(history.end(), req->prompt_ids.begin(), req->prompt_ids.end());
         req->prompt_ids = history;
       }
@@ -108,7 +110,7 @@ void RunClient(const BenchOptions& o, long long index,
       it->second.first = false;
       it->second.last = now;
       s->tokens++;
-      if (o.conversation) history.push_back((*ev)->token);
+      if (o.turns) history.push_back((*ev)->token);
     } else if (kind == ipc::EventKind::kDone || kind == ipc::EventKind::kError) {
       if (kind == ipc::EventKind::kError) s->failures++;
       s->latency.push_back(Ms(now - it->second.arrival));
@@ -124,7 +126,7 @@ Result<std::string> RunBench(
     const std::function<Result<ipc::GenerateRequest>(uint64_t)>& make_request) {
   if (o.clients < 1 || o.requests < 1) return InvalidArgument("--clients and --requests >= 1");
   if (!(o.rate >= 0) || !std::isfinite(o.rate)) return InvalidArgument("--rate must be >= 0");
-  if (o.conversation && o.rate > 0) return InvalidArgument("--turns runs a closed loop: no --rate");
+  if (o.turns && o.rate > 0) return InvalidArgument("--turns runs a closed loop: no --rate");
   Samples s;
   const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> threads;

@@ -18,8 +18,9 @@ struct BenchOptions {
   double rate = 0;               // requests per second over all clients; 0 = closed loop
   long long max_in_flight = 16;  // per client in the open loop (the daemon's per-client limit)
   // Each client's requests are the turns of one conversation (closed loop, token-id prompts):
-  // request k's prompt is request k - 1's prompt, its answer, then the request's own prompt ids.
-  bool conversation = false;
+  // request k's prompt is request k - 1's prompt, its answer, then the request's own prompt ids;
+  // the first opens with the client's own token (its index + 1), so clients share no prefix.
+  bool turns = false;
 };
 
 /// Runs the load; make_request(id) builds the request with that id. Returns one JSON object:

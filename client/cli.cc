@@ -35,7 +35,8 @@ commands:
       N client connections, N x requests in all; closed loop (each client's next request after
       its previous one), or with --rate R open loop: Poisson arrivals at R requests/s overall.
       --turns: each client's requests are the turns of one conversation (closed loop): a
-      request's prompt is the previous prompt, its answer, then the --prompt-ids tokens.
+      request's prompt is the previous prompt, its answer, then the --prompt-ids tokens; the
+      first turn opens with the client's own token (its index + 1).
       Prints tokens/s and TTFT, inter-token and request latency percentiles (one JSON line).
 The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
 )";
@@ -221,8 +222,8 @@ Status Bench(const Args& a) {
   DI_ASSIGN_OR_RETURN(o.clients, Int("--clients", a.Get("--clients", "4")));
   DI_ASSIGN_OR_RETURN(o.requests, Int("--requests", a.Get("--requests", "4")));
   DI_ASSIGN_OR_RETURN(o.rate, Double("--rate", a.Get("--rate", "0")));
-  o.conversation = a.opts.count("--turns") > 0;
-  if (o.conversation && a.opts.count("--prompt")) {
+  o.turns = a.opts.count("--turns") > 0;
+  if (o.turns && a.opts.count("--prompt")) {
     return InvalidArgument("--turns needs --prompt-ids (each turn repeats the earlier tokens)");
   }
   Args base = a;

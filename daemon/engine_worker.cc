@@ -157,8 +157,9 @@ void EngineWorker::Loop() {
     // state is undefined and goes.
     if (r.ok()) {
       SequenceState& seq = running[i].state->seq();
-      const size_t fed = static_cast<size_t>(seq.length);  // read before the state moves
-      parked.Park(running[i].state->context().first(fed), std::move(seq));
+      std::vector<int32_t> fed = running[i].state->TakeContext();  // the request is ending
+      fed.resize(static_cast<size_t>(seq.length));
+      parked.Park(std::move(fed), std::move(seq));
     }
     running[i] = std::move(running.back());
     running.pop_back();
@@ -211,6 +212,9 @@ void EngineWorker::Loop() {
       }
       stats_.prompt_tokens.fetch_add(job->params.prompt.size());
       auto state = std::make_unique<RequestState>(model_, tok_, job->stream, job->params);
+      // On the slot path a request takes its slot when it starts (resume), so that a parked state
+      // it will continue is not dropped to make room for a slot it would then give back.
+      if (model_.slots_total() > 0) state->ResumeFrom(SequenceState());
       running.push_back({std::move(job), std::move(state), admissions++});
     }
     stats_.running.store(static_cast<int64_t>(running.size()));

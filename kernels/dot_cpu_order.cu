@@ -90,6 +90,7 @@ int Fp4ExpertCpuOrder(const uint8_t* const* weights, const uint8_t* const* scale
                       int64_t in, const ExpertGroup* groups, int n_groups, const float* x, float* y,
                       const int32_t* live_groups, void* stream) {
   if (n_groups < 0 || in % 32 != 0) return cudaErrorInvalidValue;
+  if (n_groups == 0) return 0;
   // Groups run along grid.y, which holds at most 65,535: more take several launches.
   constexpr int kMaxGridY = 65535;
   for (int first = 0; first < n_groups; first += kMaxGridY) {

@@ -45,9 +45,9 @@ int Fp4ExpertGateUp(const uint8_t* const* w1, const uint8_t* const* s1, const ui
 /// (the mma's N; a group with more writes nothing). Products of each 32-weight block are exact,
 /// accumulated by the mma (gpu_tests bound the result at 1e-5 of the products' magnitudes), then
 /// scaled in fp32: each 32-weight block's product times its weight scale into a sum per 128
-/// columns, which times the activation scale goes into the total (each step one fused
-/// multiply-add: every path writes the same expressions, contracted alike; explicit __fmaf_rn
-/// made ptxas use 197 registers a thread at window 8 instead of 168). in % 128 ==
+/// columns, which times the activation scale goes into the total. Both scales are powers of two,
+/// so each product is exact (barring underflow) and a fused or a separate multiply-add rounds
+/// alike: the sums do not depend on how the compiler contracts them. in % 128 ==
 /// 0; xq 16-byte and scales[e] 4-byte aligned (windows above 1 copy 16-byte pieces of xq and load
 /// four scales at a time). live_groups as for Fp4ExpertGemv. window_groups (1, 2, 4 or 8)
 /// consecutive groups share a block, and runs of one expert among them share each weight load:

@@ -4,10 +4,10 @@
 
 namespace deepinfer {
 
-void ParkedSlots::Park(std::span<const int32_t> tokens, SequenceState state) {
+void ParkedSlots::Park(std::vector<int32_t> tokens, SequenceState state) {
   if (capacity_ == 0 || tokens.empty() || state.slot.slot() < 0) return;
   if (entries_.size() == capacity_) DropOldest();
-  entries_.push_back({std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(state)});
+  entries_.push_back({std::move(tokens), std::move(state)});
 }
 
 int64_t ParkedSlots::Take(std::span<const int32_t> context, SequenceState* state) {

@@ -30,7 +30,7 @@ class ParkedSlots {
 
   /// Parks `state`, the state after exactly `tokens`. A state holding no slot, or no tokens,
   /// is dropped. At capacity the state parked longest ago is dropped first (its slot goes back).
-  void Park(std::span<const int32_t> tokens, SequenceState state);
+  void Park(std::vector<int32_t> tokens, SequenceState state);
   /// The parked state whose tokens are the longest strict prefix of `context` (one token must
   /// stay to produce logits): moves it into *state and returns its length; 0 when none.
   int64_t Take(std::span<const int32_t> context, SequenceState* state);

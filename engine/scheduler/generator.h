@@ -69,6 +69,8 @@ class RequestState {
   }
   /// Every token so far: the prompt, then the sampled ones.
   std::span<const int32_t> context() const { return context_; }
+  /// Moves context() out, for a request that has ended (parked slots keep it as their key).
+  std::vector<int32_t> TakeContext() { return std::move(context_); }
   /// Continues from a cached state covering the first state.length tokens of context().
   void ResumeFrom(SequenceState state) { seq_ = std::move(state); }
   /// After the step: `last_logits` [vocab] of the last row fed (modified in place). While the

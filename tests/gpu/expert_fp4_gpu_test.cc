@@ -199,12 +199,6 @@ TEST_F(ExpertFp4GpuTest, WindowsOfGroupsGiveTheOneGroupSums) {
   Check(2048, 4096, std::vector<int>(20, 8), true, -1, 8, 2);
   Check(64, 128, {8, 8, 8, 5}, true, -1, 2, 1);  // one 128-column slice: no prefetch
   Check(300, 256, {8, 8, 8}, true, 0, 8, 1);     // nothing live
-  EXPECT_EQ(kernels::ExpertMmaWindow(0, 256), 1);
-  EXPECT_EQ(kernels::ExpertMmaWindow(100, 0), 1);
-  EXPECT_EQ(kernels::ExpertMmaWindow(6, 256), 1);  // decode at batch 1
-  EXPECT_EQ(kernels::ExpertMmaWindow(8192 * 6, 256), 8);
-  EXPECT_EQ(kernels::ExpertMmaWindow(64 * 6, 32), 1);
-  EXPECT_EQ(kernels::ExpertMmaWindow(256 * 6, 32), 4);
 }
 
 // A captured launch covers the capacity; the routed count on the device decides what runs.
@@ -285,6 +279,17 @@ TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {
       kernels::Fp4ExpertGemv(nullptr, nullptr, 8, 48, nullptr, 1, 1, nullptr, nullptr, nullptr), 0);
   EXPECT_NE(
       kernels::Fp4ExpertGemv(nullptr, nullptr, 8, 64, nullptr, 1, 9, nullptr, nullptr, nullptr), 0);
+}
+
+// The window choice is host logic: it runs without a GPU too.
+TEST(ExpertMmaWindowTest, GrowsWithTheGroupsAnExpertAverages) {
+  EXPECT_EQ(kernels::ExpertMmaWindow(6, 256), 1);  // decode at batch 1
+  EXPECT_EQ(kernels::ExpertMmaWindow(64 * 6, 32), 1);
+  EXPECT_EQ(kernels::ExpertMmaWindow(128 * 6, 32), 2);
+  EXPECT_EQ(kernels::ExpertMmaWindow(256 * 6, 32), 4);
+  EXPECT_EQ(kernels::ExpertMmaWindow(8192 * 6, 256), 8);
+  EXPECT_EQ(kernels::ExpertMmaWindow(0, 256), 1);
+  EXPECT_EQ(kernels::ExpertMmaWindow(100, 0), 1);
 }
 
 }  // namespace

@@ -142,9 +142,10 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
   EXPECT_EQ(plain_answer, reference.tokens);
 }
 
-// `deepinfer bench --turns`: each client's requests are one conversation, so from the second
-// turn on every request continues its client's parked slot. Turn 2 resumes after turn 1's 4
-// prompt and 3 of its 4 answer tokens (7), turn 3 after turn 2's 12 and 3 more (15): 22 a client.
+// `deepinfer bench --turns`: each client's requests are one conversation (opening with the
+// client's own token), so from the second turn on every request continues its client's parked
+// slot. Turn 2 resumes after turn 1's 5 prompt and 3 of its 4 answer tokens (8), turn 3 after
+// turn 2's 13 and 3 more (16): 24 a client.
 TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
   Daemon d(dir_ / "model", socket_,
            {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
@@ -165,7 +166,13 @@ TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
   ASSERT_TRUE(c.ok());
   auto status = (*c)->GetStatus();
   ASSERT_TRUE(status.ok());
-  EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":44,"), std::string::npos) << *status;
+  EXPECT_NE(status->find("\"prefix_cache_hit_tokens\":48,"), std::string::npos) << *status;
+  // Turns are a closed loop of token ids: an open-loop rate or a text prompt is refused.
+  for (const std::string bad : {" bench --turns --rate 5", " bench --turns --prompt hello"}) {
+    EXPECT_EQ(system((kBin + "/deepinfer --socket " + socket_ + bad + " >/dev/null 2>&1").c_str()),
+              2 << 8)
+        << bad;
+  }
 }
 
 // A device fault (on the CPU reference, injected after three steps) fails the request that was
@@ -184,6 +191,17 @@ TEST_F(DaemonTest, ADeviceFaultFailsTheRequestAndStopsTheDaemon) {
   EXPECT_EQ(ended.end.kind, static_cast<uint16_t>(ipc::EventKind::kError));
   EXPECT_EQ(ended.tokens.size(), 3u);  // the prefill step's token and two decode steps'
   EXPECT_EQ(d.WaitExit(20), 1);
+  // The hook takes step counts only: anything else stops startup with the reason.
+  const std::string cmd = "DEEPINFER_FAULT_AFTER_STEPS=soon " + kBin + "/deepinferd --model " +
+                          (dir_ / "model") + " --socket " + (dir_ / "bad.sock") +
+                          " --tokenizer none --forward slots --prefix-cache-bytes 0 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(out.find("DEEPINFER_FAULT_AFTER_STEPS: not a step count"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ TEST_F(ParkedSlotsTest, AContinuationOnAParkedSlotGivesTheForwardFromScratch) {
   ParkedSlots parked(3);
   const std::vector<int32_t> turn = Tokens(40, 1);
   const std::span<const int32_t> first(turn.data(), 29);
-  parked.Park(first, Fed(first));
+  parked.Park({first.begin(), first.end()}, Fed(first));
   EXPECT_EQ(parked.size(), 1u);
   EXPECT_EQ(slotted_->slots_free(), 2);  // the parked state keeps its slot
   SequenceState resumed;
@@ -87,12 +87,14 @@ TEST_F(ParkedSlotsTest, OnlyWholeKeysThatAreStrictPrefixesMatch) {
   SequenceState got;
   EXPECT_EQ(parked.Take(ctx, &got), 0);
   EXPECT_EQ(parked.size(), 2u);
+  const std::vector<int32_t> shorter(ctx.begin(), ctx.begin() + 25);  // the keys run past it
+  EXPECT_EQ(parked.Take(shorter, &got), 0);
   while (parked.DropOldest()) {
   }
   // The shorter of two matching keys loses to the longer.
   ParkedSlots two(3);
-  two.Park(std::span(ctx).first(8), Fed(std::span(ctx).first(8)));
-  two.Park(std::span(ctx).first(17), Fed(std::span(ctx).first(17)));
+  two.Park({ctx.begin(), ctx.begin() + 8}, Fed(std::span(ctx).first(8)));
+  two.Park({ctx.begin(), ctx.begin() + 17}, Fed(std::span(ctx).first(17)));
   EXPECT_EQ(two.Take(ctx, &got), 17);
   EXPECT_EQ(got.length, 17);
   EXPECT_EQ(two.Take(ctx, &got), 8);
