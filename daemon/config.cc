@@ -33,9 +33,20 @@ Status Finish(DaemonConfig& c) {
     return InvalidArgument("model: required (--model DIR, or `model = DIR` in the config file)");
   }
   if (!IsDirectory(c.model_dir)) return NotFound("model: " + c.model_dir + ": not a directory");
+  const auto set = [&](std::string_view key) {
+    return std::find(c.explicit_keys.begin(), c.explicit_keys.end(), key) != c.explicit_keys.end();
+  };
+  // On cuda the fast path is the default: the device forward, in the numerics it implements,
+  // with parked slots instead of host snapshots. `--forward layers` keeps stage 1 (exact
+  // numerics and snapshots on the GPU backend's ops).
+  if (c.device == "cuda" && !set("forward")) c.forward = "slots";
   if (c.forward == "slots") {  // the slot path holds its caches in slots: no snapshots to copy
+    if (!set("prefix_cache_bytes")) c.prefix_cache_bytes = 0;
+    if (c.device == "cuda" && !set("numerics")) c.numerics = "reference";
     if (c.prefix_cache_bytes != 0) {
-      return InvalidArgument("forward slots: keeps no prefix snapshots; set prefix_cache_bytes 0");
+      return InvalidArgument(
+          "forward slots: keeps no prefix snapshots (it parks slots instead); set "
+          "prefix_cache_bytes 0");
     }
     if (c.slot_context % 128 != 0) return InvalidArgument("slot_context: a multiple of 128");
     if (c.cache_memory_bytes != 0) {
@@ -44,7 +55,9 @@ Status Finish(DaemonConfig& c) {
           "cache_memory_bytes 0");
     }
     if (c.device == "cuda" && c.numerics != "reference") {
-      return InvalidArgument("forward slots on cuda (the device forward): numerics reference");
+      return InvalidArgument(
+          "forward slots on cuda (the device forward): numerics reference; for exact numerics "
+          "on the GPU, forward layers");
     }
   }
   if (c.tokenizer_dir == kTokenizerUnset) {
@@ -108,6 +121,7 @@ Status ApplyConfigText(std::string_view text, std::string_view origin, DaemonCon
     seen.push_back(key);
     Status st = SetOption(config, key, Trim(line.substr(eq + 1)));
     if (!st.ok()) return Status(st.code(), where + st.message());
+    config.explicit_keys.push_back(key);
   }
   return Status::Ok();
 }
@@ -163,6 +177,7 @@ Result<DaemonConfig> ParseDaemonArgs(int argc, char** argv) {
   for (const auto& [key, value] : flags) {
     Status st = SetOption(config, key, value);
     if (!st.ok()) return Status(st.code(), FlagForKey(key) + ": " + st.message());
+    config.explicit_keys.push_back(key);
   }
   DI_RETURN_IF_ERROR(Finish(config));
   return config;

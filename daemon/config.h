@@ -24,6 +24,9 @@ struct DaemonConfig {
   bool help = false;
   // The config file the options came from ("" = flags only); SIGHUP re-reads it.
   std::string config_file;
+  // Keys the config file or the flags set: defaults that follow other options (forward,
+  // numerics, prefix_cache_bytes on cuda and on the slot path) apply only to keys not set.
+  std::vector<std::string> explicit_keys;
 
   // --- model and tokenizer (not reloadable) ---
   std::string model_dir;           // required: checkpoint directory (config.json + safetensors)

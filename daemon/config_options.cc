@@ -169,7 +169,9 @@ const std::vector<OptionSpec>& OptionTable() {
     {{"tokenizer", "DIR|none", "the model dir if it has tokenizer.json, else none",
       "directory holding tokenizer.json; none = token-id requests only", false},
      SetTokenizer, Same<&C::tokenizer_dir>},
-    {{"numerics", "exact|reference", "exact", "fp32 math, or the official FP8/FP4 rounding", false},
+    {{"numerics", "exact|reference", "exact",
+      "fp32 math, or the official FP8/FP4 rounding (unset with forward slots on cuda: reference)",
+      false},
      SetOneOf<&C::numerics, kNumerics>, Same<&C::numerics>},
     {{"device", "cpu|cuda", "cpu",
       "the backend: the exact CPU one, or the CUDA one (GPU 0; an error without CUDA)", false},
@@ -177,7 +179,8 @@ const std::vector<OptionSpec>& OptionTable() {
     {{"forward", "layers|slots", "layers",
       "layers: the model's forward over the backend; slots: sequences in slots, on cuda the device "
       "forward (device caches, CUDA graphs; numerics reference), on cpu its CPU reference; needs "
-      "prefix_cache_bytes 0 and cache_memory_bytes 0", false},
+      "prefix_cache_bytes 0 (its default there) and cache_memory_bytes 0; unset on cuda: slots",
+      false},
      SetOneOf<&C::forward, kForwards>, Same<&C::forward>},
     {{"slot_context", "N", "4096", "positions per sequence with forward slots (multiple of 128)",
       false},
@@ -222,7 +225,9 @@ const std::vector<OptionSpec>& OptionTable() {
       "preempted and recomputed later; 0 = unlimited", false},
      SetUint<&C::cache_memory_bytes, 0, 1ull << 40, true>, Same<&C::cache_memory_bytes>},
     {{"prefix_cache_bytes", "BYTES", "256M",
-      "memory for prefix snapshots at 128-token boundaries (suffix K, M or G); 0 = off", false},
+      "memory for prefix snapshots at 128-token boundaries (suffix K, M or G); 0 = off (and unset "
+      "with forward slots)",
+      false},
      SetUint<&C::prefix_cache_bytes, 0, 1ull << 40, true>, Same<&C::prefix_cache_bytes>},
     {{"batch_requests", "N", "64", "requests advanced together in one engine step", false},
      SetUint<&C::batch_requests, 1, 4096>, Same<&C::batch_requests>},

@@ -244,6 +244,31 @@ TEST_F(DaemonConfigTest, ConfigFileErrorsNameKeyAndLine) {
   EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
 }
 
+// On cuda the device forward is the default, with the numerics it implements and parked slots
+// instead of snapshots; whatever the file or the flags set stays as set.
+TEST_F(DaemonConfigTest, CudaDefaultsToTheDeviceForward) {
+  auto c = Parse({"--model", model_, "--device", "cuda"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->forward, "slots");
+  EXPECT_EQ(c->numerics, "reference");
+  EXPECT_EQ(c->prefix_cache_bytes, 0u);
+  c = Parse({"--model", model_, "--device", "cuda", "--forward", "layers"});  // stage 1
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->numerics, "exact");
+  EXPECT_EQ(c->prefix_cache_bytes, 256ull << 20);
+  c = Parse({"--model", model_, "--forward", "slots"});  // the CPU reference of the slot path
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->device, "cpu");
+  EXPECT_EQ(c->numerics, "exact");
+  EXPECT_EQ(c->prefix_cache_bytes, 0u);
+  const std::string file = dir_ / "cuda.conf";
+  std::ofstream(file) << "device = cuda\nforward = layers\n";
+  c = Parse({"--model", model_, "--config", file});  // keys from the file count as set
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_EQ(c->forward, "layers");
+  EXPECT_EQ(c->prefix_cache_bytes, 256ull << 20);
+}
+
 TEST_F(DaemonConfigTest, FlagErrors) {
   struct Case {
     std::vector<std::string> args;
@@ -258,11 +283,10 @@ TEST_F(DaemonConfigTest, FlagErrors) {
       {{"--config", ""}, "--config: empty path"},
       // The slot path keeps no prefix snapshots, holds whole 128-position blocks, and on cuda
       // (the device forward) runs the reference numerics.
-      {{"--forward", "slots"}, "set prefix_cache_bytes 0"},
-      {{"--forward", "slots", "--prefix-cache-bytes", "0", "--slot-context", "200"},
-       "slot_context: a multiple of 128"},
-      {{"--forward", "slots", "--prefix-cache-bytes", "0", "--device", "cuda"},
-       "numerics reference"},
+      {{"--forward", "slots", "--prefix-cache-bytes", "64M"}, "set prefix_cache_bytes 0"},
+      {{"--forward", "slots", "--slot-context", "200"}, "slot_context: a multiple of 128"},
+      {{"--device", "cuda", "--numerics", "exact"},
+       "for exact numerics on the GPU, forward layers"},
       {{"--forward", "slots", "--prefix-cache-bytes", "0", "--cache-memory-bytes", "1M"},
        "set cache_memory_bytes 0"},
       {{"--forward", "device"}, "forward"},
