@@ -3,8 +3,10 @@
 # conversation, every prompt repeating the previous prompt and answer) on the slot path with
 # parked slots on and off, and on the layers path with the prefix cache's 128-token snapshots.
 # Prints one bench JSON line per mode and the prompt tokens each resumed.
-#   bench/turns.sh [BIN_DIR] [make-tiny flags...]   (BIN_DIR defaults to build/bin)
-# Default model: a random 6-layer checkpoint, hidden 512, 8 heads (CPU backend, 2 threads).
+#   [DEVICE=cuda] bench/turns.sh [BIN_DIR] [make-tiny flags...]   (BIN_DIR defaults to build/bin)
+# Default model: a random 6-layer checkpoint, hidden 512, 8 heads (CPU backend, 2 threads). With
+# DEVICE=cuda the slot modes run the device forward (pass make-tiny flags with the production
+# kernels' shapes, as bench/gpu_session.sh does) and the layers mode the CUDA backend's stage 1.
 set -euo pipefail
 bin=${1:-build/bin}
 shift || true
@@ -17,9 +19,9 @@ prompt=$(python3 -c 'print(",".join(str((i * 37 + 11) % 500 + 1) for i in range(
 for mode in "slots on" "slots off" "layers -"; do
   read -r forward park <<<"$mode"
   sock="$work/$forward-$park.sock"
-  extra=()
+  extra=(--device "${DEVICE:-cpu}" --forward "$forward")
   if [ "$forward" = slots ]; then
-    extra=(--forward slots --prefix-cache-bytes 0 --slot-context 1024 --park-slots "$park")
+    extra+=(--prefix-cache-bytes 0 --slot-context 1024 --park-slots "$park")
   fi
   "$bin/deepinferd" --model "$work/m" --tokenizer none --socket "$sock" --batch-requests 2 \
     --step-token-budget 64 --threads 2 --log-level error "${extra[@]}" &

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One call on the GPU host that checks and measures what docs/gpu.md and bench/RESULTS-gpu.md
+# report, each part under its own time limit, its output kept in OUT_DIR:
+#   gpu_tests                      every kernel and the device forward against the CPU
+#   bench/gpu_agreement.sh         whole tiny models, --device cuda and --forward device vs cpu
+#   bench_device_forward           decode steps (batch 1, 8, 32, 64) and prompt chunks (128, 512)
+#                                  on the 4-layer V4-shaped checkpoint
+#   bench_prefill --contexts 8192  one 8K chunk through V4-Flash-shaped layers
+#   bench/turns.sh (DEVICE=cuda)   conversation turns on the device forward, parked and not
+# Run from the repository root after `source gpu-bundle/env.sh` (docs/gpu.md), the programs on
+# the PATH:  bench/gpu_session.sh OUT_DIR [PART...]   (parts: tests agreement forward prefill
+# turns; default all). Takes about 9 minutes in all.
+set -uo pipefail
+out=${1:?OUT_DIR}
+shift
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests agreement forward prefill turns)
+mkdir -p "$out"
+bin=$(dirname "$(command -v deepinfer-model)")
+mid=(--quantize fp8-fp4 --seed 21 --vocab 8192 --hidden 4096 --heads 64 --head-dim 512
+  --rope-dim 64 --q-lora 1024 --o-groups 8 --o-lora 1024 --window 128 --index-heads 64
+  --index-head-dim 128 --index-topk 512 --experts 32 --top-k 6 --moe-inter 2048 --ratios 0,4,128,4
+  --hash-layers 1)
+kernel_shaped=(--quantize fp8-fp4 --seed 14 --hidden 512 --heads 16 --head-dim 512 --rope-dim 64
+  --q-lora 256 --o-groups 2 --o-lora 256 --window 64 --index-heads 64 --index-head-dim 128
+  --index-topk 16 --experts 16 --top-k 4 --moe-inter 256)
+for part in "${parts[@]}"; do
+  echo "== $part"
+  case $part in
+    tests)
+      timeout 330 gpu_tests >"$out/gpu_tests.txt" 2>&1
+      echo "gpu_tests exit $?"
+      grep -E "FAILED|PASSED|positions" "$out/gpu_tests.txt" | head -20
+      ;;
+    agreement)
+      timeout 200 bash bench/gpu_agreement.sh >"$out/agreement.txt" 2>&1
+      echo "agreement exit $?"
+      cat "$out/agreement.txt"
+      ;;
+    forward)
+      model=$(mktemp -d)/m
+      deepinfer-model make-tiny --out "$model" "${mid[@]}" >/dev/null
+      timeout 120 bench_device_forward --model "$model" --batches 1,8,32,64 --context 1024 \
+        >"$out/device_forward.jsonl" 2>&1
+      timeout 120 bench_device_forward --model "$model" --prefill 128,512 --context 1024 \
+        >"$out/device_forward_prefill.jsonl" 2>&1
+      rm -rf "$(dirname "$model")"
+      tail -n 12 "$out/device_forward.jsonl" "$out/device_forward_prefill.jsonl"
+      ;;
+    prefill)
+      timeout 200 bench_prefill --contexts 8192 >"$out/prefill.jsonl" 2>&1
+      echo "bench_prefill exit $?"
+      python3 bench/decode_table.py "$out/prefill.jsonl" \
+        bench/data/decode/h200-2026-11-30-glue-prefill-torch-peer.jsonl --prefill
+      ;;
+    turns)
+      DEVICE=cuda timeout 200 bench/turns.sh "$bin" "${kernel_shaped[@]}" >"$out/turns.txt" 2>&1
+      echo "turns exit $?"
+      cat "$out/turns.txt"
+      ;;
+    *) echo "unknown part $part" ;;
+  esac
+done
