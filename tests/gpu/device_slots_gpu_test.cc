@@ -1,7 +1,8 @@
 // The Model's slot path on the device forward (Model::UseSlots, engine/model/slot_stepper.h):
 // what the engine runs with `deepinferd --forward slots --device cuda`. With CPU-order kernels,
 // batches mixing prompt chunks (logits of their last row only) and decode rows give the plain CPU
-// Model's logits bit for bit, and a slot reused after its sequence ended starts empty.
+// Model's logits bit for bit, a slot reused after its sequence ended starts empty, and a parked
+// sequence continued by a later request picks up where it stopped.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/device_forward.h"
+#include "engine/cache/parked_slots.h"
 #include "engine/model/model.h"
 #include "kernels/cuda_available.h"
 #include "tests/gpu/kernel_shaped_spec.h"
@@ -55,6 +57,49 @@ TEST(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
           << "round " << round << ", step of " << na << " + " << nb;
     }
   }
+}
+
+// Parked slots on the device (what `deepinferd --device cuda` does between a conversation's
+// turns): a sequence parked after its first turn and taken over by the next continues on its
+// device caches, and the next turn's logits equal the plain CPU Model's over the whole context.
+TEST(DeviceSlotsTest, AParkedSequenceContinuesOnItsDeviceSlot) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir;
+  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
+  ASSERT_NE(ck, nullptr);
+  const int64_t V = ck->config.vocab_size;
+  DeviceForwardOptions opt;
+  opt.max_batch = 16;
+  opt.max_chunk = 16;
+  opt.slots = 2;
+  opt.max_context = 128;
+  opt.cpu_order = true;
+  auto dev = DeviceForward::Create(*ck, opt);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto cpu = MakeCpuBackend(4);
+  Model on_slots(*ck, *cpu, Numerics::kReference), plain(*ck, *cpu, Numerics::kReference);
+  on_slots.UseSlots(dev->get());
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int32_t> turn(45);
+  for (auto& t : turn) t = static_cast<int32_t>(rng() % V);
+  ParkedSlots parked(2);
+  {
+    SequenceState first = on_slots.NewSequence();
+    for (size_t i = 0; i < 30; i += 15) {
+      ASSERT_TRUE(on_slots.Forward(first, std::span(turn).subspan(i, 15), nullptr, nullptr).ok());
+    }
+    parked.Park({turn.begin(), turn.begin() + 30}, std::move(first));
+  }
+  // Another sequence runs on the other slot meanwhile; the parked one's caches stay as they were.
+  SequenceState other = on_slots.NewSequence();
+  ASSERT_TRUE(on_slots.Forward(other, std::span(turn).first(9), nullptr, nullptr).ok());
+  SequenceState next;
+  ASSERT_EQ(parked.Take(turn, &next), 30);
+  std::vector<float> got(15 * V), want(45 * V);
+  ASSERT_TRUE(on_slots.Forward(next, std::span(turn).subspan(30), got.data(), nullptr).ok());
+  SequenceState p = plain.NewSequence();
+  ASSERT_TRUE(plain.Forward(p, turn, want.data(), nullptr).ok());
+  EXPECT_EQ(std::memcmp(got.data(), &want[30 * V], got.size() * sizeof(float)), 0);
 }
 
 }  // namespace
