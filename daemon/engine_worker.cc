@@ -153,9 +153,9 @@ void EngineWorker::Loop() {
   auto finish = [&](size_t i, const Result<GenerationEnd>& r) {
     stats_.jobs_done.fetch_add(1);
     running[i].job->on_done(r);
-    // An ended (or cancelled) request's slot stays parked for its next turn; after an error its
-    // state is undefined and goes.
-    if (r.ok()) {
+    // On the slot path an ended (or cancelled) request's slot stays parked for its next turn;
+    // after an error its state is undefined and goes.
+    if (r.ok() && parked.capacity() > 0) {
       SequenceState& seq = running[i].state->seq();
       std::vector<int32_t> fed = running[i].state->TakeContext();  // the request is ending
       fed.resize(static_cast<size_t>(seq.length));

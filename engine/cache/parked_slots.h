@@ -39,6 +39,7 @@ class ParkedSlots {
   bool DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted = nullptr);
 
   size_t size() const { return entries_.size(); }
+  size_t capacity() const { return capacity_; }
   uint64_t hit_tokens() const { return hit_tokens_; }        // tokens Take resumed from
   uint64_t lookup_tokens() const { return lookup_tokens_; }  // context tokens Take was asked for
 
