@@ -175,6 +175,59 @@ TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
   }
 }
 
+// A constrained turn whose grammar forces text (jump-forward: tokens appended without being
+// sampled) parks only the tokens its slot was fed, and the next turn continues there with the
+// layers forward's tokens.
+TEST_F(DaemonTest, AForcedTextTurnParksWhatItFed) {
+  TinySpec spec;
+  spec.vocab = 129280;
+  spec.hidden = 64;
+  spec.quantize = "fp8-fp4";
+  ASSERT_TRUE(MakeTinyCheckpoint(spec, dir_ / "wide").ok());
+  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  auto first = Request(1, {5, 6, 7}, 40);
+  first.response_format_json =
+      R"({"type": "regex", "regex": "The answer to the question is (yes|no)\\. Thank you\\."})";
+  std::vector<int32_t> next_turn;
+  std::vector<int32_t> parked_answer;
+  std::string status;
+  {
+    Daemon d(dir_ / "wide", socket_,
+             {"--tokenizer", tok, "--forward", "slots", "--batch-requests", "2", "--slot-context",
+              "256", "--warmup", "off"});
+    auto c = client::Client::Connect(socket_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Generate(first).ok());
+    const Ended answer = DrainOne(**c);
+    ASSERT_EQ(answer.end.finish_reason, static_cast<uint16_t>(ipc::FinishReason::kStop));
+    next_turn = {5, 6, 7};
+    next_turn.insert(next_turn.end(), answer.tokens.begin(), answer.tokens.end());
+    next_turn.insert(next_turn.end(), {9, 10});
+    ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 4)).ok());
+    const Ended second = DrainOne(**c);
+    ASSERT_TRUE(EndedDone(second));
+    parked_answer = second.tokens;
+    auto s = (*c)->GetStatus();
+    ASSERT_TRUE(s.ok());
+    status = *s;
+  }
+  // The forced text the grammar completes the turn with is emitted but never fed (the request
+  // ends without another step), so the second turn resumes after the prompt and part of the
+  // answer, at what the slot holds; its tokens must still be the layers forward's.
+  const size_t at = status.find("\"prefix_cache_hit_tokens\":");
+  ASSERT_NE(at, std::string::npos) << status;
+  const long long resumed = std::stoll(status.substr(at + 26));
+  EXPECT_GT(resumed, 3) << status;
+  EXPECT_LT(resumed, static_cast<long long>(next_turn.size()) - 2) << status;
+  Daemon layers(dir_ / "wide", dir_ / "layers.sock", {"--tokenizer", tok, "--warmup", "off"});
+  auto c = client::Client::Connect(dir_ / "layers.sock");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 4)).ok());
+  const Ended reference = DrainOne(**c);
+  ASSERT_TRUE(EndedDone(reference));
+  EXPECT_EQ(parked_answer, reference.tokens);
+}
+
 // A device fault (on the CPU reference, injected after three steps) fails the request that was
 // running with an error after the tokens of the steps before it, and the daemon exits with code 1
 // so that systemd restarts it, instead of staying ready and serving only errors.
