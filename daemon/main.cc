@@ -74,7 +74,11 @@ int Run(int argc, char** argv) {
       o.slots = static_cast<int>(cfg.batch_requests);
       o.max_context = cfg.slot_context;
       auto dev = DeviceForward::Create(**ck, o);
-      if (!dev.ok()) return fail(dev.status());
+      if (!dev.ok()) {  // e.g. a model the production kernels do not take: stage 1 may
+        return fail(Status(dev.status().code(), dev.status().message() +
+                                                    " (--forward layers runs the CUDA backend's "
+                                                    "stage 1 instead)"));
+      }
       spdlog::info("device forward: {} slots of {} positions, {} MiB on the device", o.slots,
                    o.max_context, (*dev)->device_bytes() >> 20);
       stepper = std::move(dev).value();
