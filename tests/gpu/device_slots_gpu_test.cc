@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -19,37 +20,53 @@
 namespace deepinfer {
 namespace {
 
-TEST(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
-  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  testing::TempDir dir;
-  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
-  ASSERT_NE(ck, nullptr);
-  const int64_t V = ck->config.vocab_size;
-  DeviceForwardOptions opt;
-  opt.max_batch = 24;
-  opt.max_chunk = 16;
-  opt.slots = 2;
-  opt.max_context = 128;
-  opt.cpu_order = true;
-  auto dev = DeviceForward::Create(*ck, opt);
-  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
-  auto cpu = MakeCpuBackend(4);
-  Model on_slots(*ck, *cpu, Numerics::kReference), plain(*ck, *cpu, Numerics::kReference);
-  on_slots.UseSlots(dev->get());
-  std::mt19937 rng(std::random_device{}());
+// A kernel-shaped checkpoint, a Model on two device slots (CPU-order kernels, so its logits are
+// the CPU's bit for bit) and the plain CPU Model to compare with.
+class DeviceSlotsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    ck_ = testing::KernelShapedCheckpoint(dir_, std::random_device{}());
+    ASSERT_NE(ck_, nullptr);
+    V_ = ck_->config.vocab_size;
+    DeviceForwardOptions opt;
+    opt.max_batch = 24;
+    opt.max_chunk = 16;
+    opt.slots = 2;
+    opt.max_context = 128;
+    opt.cpu_order = true;
+    auto dev = DeviceForward::Create(*ck_, opt);
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    dev_ = std::move(dev).value();
+    on_slots_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    plain_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    on_slots_->UseSlots(dev_.get());
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<Checkpoint> ck_;
+  std::unique_ptr<DeviceForward> dev_;
+  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(4);
+  std::unique_ptr<Model> on_slots_, plain_;
+  int64_t V_ = 0;
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+TEST_F(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
+  Model& on_slots = *on_slots_;
+  Model& plain = *plain_;
   // Two rounds of two sequences on two slots: the second round reuses the slots the first left.
   for (int round = 0; round < 2; ++round) {
     SequenceState a = on_slots.NewSequence(), b = on_slots.NewSequence();
     SequenceState pa = plain.NewSequence(), pb = plain.NewSequence();
     for (auto [na, nb] : std::vector<std::pair<int, int>>{{16, 1}, {5, 16}, {1, 7}, {1, 1}}) {
       std::vector<int32_t> ta(na), tb(nb);
-      for (auto& t : ta) t = static_cast<int32_t>(rng() % V);
-      for (auto& t : tb) t = static_cast<int32_t>(rng() % V);
-      std::vector<float> got(2 * V), want(2 * V);
+      for (auto& t : ta) t = static_cast<int32_t>(rng_() % V_);
+      for (auto& t : tb) t = static_cast<int32_t>(rng_() % V_);
+      std::vector<float> got(2 * V_), want(2 * V_);
       BatchItem s_items[2] = {{&a, ta, got.data(), nullptr, true},
-                              {&b, tb, &got[V], nullptr, true}};
+                              {&b, tb, &got[V_], nullptr, true}};
       BatchItem p_items[2] = {{&pa, ta, want.data(), nullptr, true},
-                              {&pb, tb, &want[V], nullptr, true}};
+                              {&pb, tb, &want[V_], nullptr, true}};
       const Status st = on_slots.ForwardBatch(s_items);
       ASSERT_TRUE(st.ok()) << st.ToString();
       ASSERT_TRUE(plain.ForwardBatch(p_items).ok());
@@ -62,26 +79,11 @@ TEST(DeviceSlotsTest, TheModelOnDeviceSlotsGivesTheCpuLogits) {
 // Parked slots on the device (what `deepinferd --device cuda` does between a conversation's
 // turns): a sequence parked after its first turn and taken over by the next continues on its
 // device caches, and the next turn's logits equal the plain CPU Model's over the whole context.
-TEST(DeviceSlotsTest, AParkedSequenceContinuesOnItsDeviceSlot) {
-  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  testing::TempDir dir;
-  auto ck = testing::KernelShapedCheckpoint(dir, std::random_device{}());
-  ASSERT_NE(ck, nullptr);
-  const int64_t V = ck->config.vocab_size;
-  DeviceForwardOptions opt;
-  opt.max_batch = 16;
-  opt.max_chunk = 16;
-  opt.slots = 2;
-  opt.max_context = 128;
-  opt.cpu_order = true;
-  auto dev = DeviceForward::Create(*ck, opt);
-  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
-  auto cpu = MakeCpuBackend(4);
-  Model on_slots(*ck, *cpu, Numerics::kReference), plain(*ck, *cpu, Numerics::kReference);
-  on_slots.UseSlots(dev->get());
-  std::mt19937 rng(std::random_device{}());
+TEST_F(DeviceSlotsTest, AParkedSequenceContinuesOnItsDeviceSlot) {
+  Model& on_slots = *on_slots_;
+  Model& plain = *plain_;
   std::vector<int32_t> turn(45);
-  for (auto& t : turn) t = static_cast<int32_t>(rng() % V);
+  for (auto& t : turn) t = static_cast<int32_t>(rng_() % V_);
   ParkedSlots parked(2);
   {
     SequenceState first = on_slots.NewSequence();
@@ -95,11 +97,11 @@ TEST(DeviceSlotsTest, AParkedSequenceContinuesOnItsDeviceSlot) {
   ASSERT_TRUE(on_slots.Forward(other, std::span(turn).first(9), nullptr, nullptr).ok());
   SequenceState next;
   ASSERT_EQ(parked.Take(turn, &next), 30);
-  std::vector<float> got(15 * V), want(45 * V);
+  std::vector<float> got(15 * V_), want(45 * V_);
   ASSERT_TRUE(on_slots.Forward(next, std::span(turn).subspan(30), got.data(), nullptr).ok());
   SequenceState p = plain.NewSequence();
   ASSERT_TRUE(plain.Forward(p, turn, want.data(), nullptr).ok());
-  EXPECT_EQ(std::memcmp(got.data(), &want[30 * V], got.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(got.data(), &want[30 * V_], got.size() * sizeof(float)), 0);
 }
 
 }  // namespace
