@@ -11,28 +11,20 @@
 
 #include "engine/model/host_slot_stepper.h"
 #include "engine/model/model.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/tiny_model_test.h"
 
 namespace deepinfer {
 namespace {
 
-class ParkedSlotsTest : public ::testing::Test {
+class ParkedSlotsTest : public testing::TinyModelTest {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_.path()).ok());
-    auto ck = LoadCheckpoint(dir_.path());
-    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-    ck_ = std::move(ck).value();
-    V_ = ck_->config.vocab_size;
+    TinyModelTest::SetUp();
+    if (HasFatalFailure()) return;
     inner_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
     slotted_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
     stepper_ = std::make_unique<HostSlotStepper>(*inner_, 3, 64, 16, 256);
     slotted_->UseSlots(stepper_.get());
-  }
-  std::vector<int32_t> Tokens(int n, int salt) const {
-    std::vector<int32_t> t(n);
-    for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13 + salt * 101) % V_);
-    return t;
   }
   // A slotted sequence fed `tokens` in chunks of at most 16.
   SequenceState Fed(std::span<const int32_t> tokens) {
@@ -43,10 +35,6 @@ class ParkedSlotsTest : public ::testing::Test {
     }
     return s;
   }
-  testing::TempDir dir_;
-  std::unique_ptr<Checkpoint> ck_;
-  int64_t V_ = 0;
-  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
   std::unique_ptr<Model> inner_, slotted_;
   std::unique_ptr<HostSlotStepper> stepper_;
 };

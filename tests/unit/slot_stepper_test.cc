@@ -14,6 +14,7 @@
 #include "engine/model/host_slot_stepper.h"
 #include "engine/model/model.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/tiny_model_test.h"
 
 namespace deepinfer {
 namespace {
@@ -73,25 +74,7 @@ TEST(SlotStepperTest, LeasesGiveTheirSlotBackAndCopiesHoldNone) {
   EXPECT_EQ(again.slot(), 0);  // the last one given back: `a`, which ended last
 }
 
-class SlotPathTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_.path()).ok());
-    auto ck = LoadCheckpoint(dir_.path());
-    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-    ck_ = std::move(ck).value();
-    V_ = ck_->config.vocab_size;
-  }
-  std::vector<int32_t> Tokens(int n, int salt) const {
-    std::vector<int32_t> t(n);
-    for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13 + salt * 101) % V_);
-    return t;
-  }
-  testing::TempDir dir_;
-  std::unique_ptr<Checkpoint> ck_;
-  int64_t V_ = 0;
-  std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
-};
+using SlotPathTest = testing::TinyModelTest;
 
 // Two sequences' prompts in chunks beside each other's decode rows: every logit equals the plain
 // Model's, and each sequence's length follows.
