@@ -158,6 +158,19 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(MakeTinyCheckpoint(TinySpec{}, dir_ / "model").ok());
     socket_ = dir_ / "d.sock";
   }
+  // A random model whose rows cover the test tokenizer's ids (the demo's shape: 129,280 rows,
+  // hidden 64), for requests with text and grammars.
+  std::string WideModel() {
+    TinySpec spec;
+    spec.vocab = 129280;
+    spec.hidden = 64;
+    spec.quantize = "fp8-fp4";
+    EXPECT_TRUE(MakeTinyCheckpoint(spec, dir_ / "wide").ok());
+    return dir_ / "wide";
+  }
+  static std::string TestTokenizer() {
+    return std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  }
   int32_t ReferenceNext(const std::vector<int32_t>& prompt) {
     auto ck = LoadCheckpoint(dir_ / "model");
     auto be = MakeCpuBackend(1);

@@ -54,7 +54,7 @@ TEST_F(DaemonTest, PreemptionUnderATinyCacheKeepsOutputsExact) {
 // Structured outputs in the loop: every sampled token is allowed by the grammar, and the request
 // ends when the grammar is complete.
 TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
-  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  const std::string tok = TestTokenizer();
   Daemon d(dir_ / "model", socket_, {"--tokenizer", tok});
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
@@ -91,7 +91,7 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
 // More distinct response formats than the daemon's grammar cache holds (256): the cache starts
 // over, and every request — the one that overflows it included — is still constrained.
 TEST_F(DaemonTest, GrammarCacheOverflowKeepsRequestsConstrained) {
-  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  const std::string tok = TestTokenizer();
   Daemon d(dir_ / "model", socket_, {"--tokenizer", tok});
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
@@ -113,13 +113,9 @@ TEST_F(DaemonTest, GrammarCacheOverflowKeepsRequestsConstrained) {
 // tokens, and the text is exactly the constrained one. Needs a model whose rows cover the
 // tokenizer's ids (the demo's shape: 129,280 rows, hidden 64).
 TEST_F(DaemonTest, JumpForwardInsertsForcedTextWithoutModelSteps) {
-  TinySpec spec;
-  spec.vocab = 129280;
-  spec.hidden = 64;
-  spec.quantize = "fp8-fp4";
-  ASSERT_TRUE(MakeTinyCheckpoint(spec, dir_ / "wide").ok());
-  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
-  Daemon d(dir_ / "wide", socket_, {"--tokenizer", tok});
+  const std::string wide = WideModel();
+  const std::string tok = TestTokenizer();
+  Daemon d(wide, socket_, {"--tokenizer", tok});
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
   auto counter = [&](const std::string& name) {
@@ -178,7 +174,7 @@ TEST_F(DaemonTest, OneTokenPrefillChunksStillFillThePrefixCache) {
 // (--no-overlap) give the same tokens for a batch mixing greedy, seeded and grammar requests;
 // status reports the mode and the step timing.
 TEST_F(DaemonTest, OverlappedAndPlainLoopsGiveTheSameOutputs) {
-  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  const std::string tok = TestTokenizer();
   auto run = [&](const std::string& sock, std::vector<std::string> flags) {
     flags.insert(flags.end(), {"--tokenizer", tok});
     Daemon d(dir_ / "model", sock, flags);

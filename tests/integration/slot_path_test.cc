@@ -179,12 +179,8 @@ TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
 // sampled) parks only the tokens its slot was fed, and the next turn continues there with the
 // layers forward's tokens.
 TEST_F(DaemonTest, AForcedTextTurnParksWhatItFed) {
-  TinySpec spec;
-  spec.vocab = 129280;
-  spec.hidden = 64;
-  spec.quantize = "fp8-fp4";
-  ASSERT_TRUE(MakeTinyCheckpoint(spec, dir_ / "wide").ok());
-  const std::string tok = std::string(DEEPINFER_SOURCE_DIR) + "/deps/tokenizer-v4-test";
+  const std::string wide = WideModel();
+  const std::string tok = TestTokenizer();
   auto first = Request(1, {5, 6, 7}, 40);
   first.response_format_json =
       R"({"type": "regex", "regex": "The answer to the question is (yes|no)\\. Thank you\\."})";
@@ -192,7 +188,7 @@ TEST_F(DaemonTest, AForcedTextTurnParksWhatItFed) {
   std::vector<int32_t> parked_answer;
   std::string status;
   {
-    Daemon d(dir_ / "wide", socket_,
+    Daemon d(wide, socket_,
              {"--tokenizer", tok, "--forward", "slots", "--batch-requests", "2", "--slot-context",
               "256", "--warmup", "off"});
     auto c = client::Client::Connect(socket_);
@@ -219,7 +215,7 @@ TEST_F(DaemonTest, AForcedTextTurnParksWhatItFed) {
   const long long resumed = std::stoll(status.substr(at + 26));
   EXPECT_GT(resumed, 3) << status;
   EXPECT_LT(resumed, static_cast<long long>(next_turn.size()) - 2) << status;
-  Daemon layers(dir_ / "wide", dir_ / "layers.sock", {"--tokenizer", tok, "--warmup", "off"});
+  Daemon layers(wide, dir_ / "layers.sock", {"--tokenizer", tok, "--warmup", "off"});
   auto c = client::Client::Connect(dir_ / "layers.sock");
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Generate(Request(2, next_turn, 4)).ok());
