@@ -47,16 +47,25 @@ int Fp4ExpertGateUp(const uint8_t* const* w1, const uint8_t* const* s1, const ui
 /// scaled in fp32: each 32-weight block's product times its weight scale into a sum per 128
 /// columns, which times the activation scale goes into the total. Both scales are powers of two,
 /// so each product is exact (barring underflow) and a fused or a separate multiply-add rounds
-/// alike: the sums do not depend on how the compiler contracts them. in % 128 ==
-/// 0; xq 16-byte and scales[e] 4-byte aligned (windows above 1 copy 16-byte pieces of xq and load
-/// four scales at a time). live_groups as for Fp4ExpertGemv. window_groups (1, 2, 4 or 8)
+/// alike: the sums do not depend on how the compiler contracts them. in % 128 == 0; xq and
+/// weights[e] 16-byte and scales[e] 4-byte aligned (the kernel copies 16-byte pieces of both and
+/// loads four scales at a time). live_groups as for Fp4ExpertGemv. window_groups (1, 2, 4 or 8)
 /// consecutive groups share a block, and runs of one expert among them share each weight load:
 /// more reuse, fewer blocks; groups sorted by expert (as BuildExpertGroups writes them) make the
-/// runs long. Every group's sums are the same, bit for bit, whatever the window and the order.
+/// runs long. Every token's sums are the same, bit for bit, whatever the window, the order and
+/// the group it shares with other tokens.
 int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                  int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
                  const float* x_scale, int64_t x_rows, float* y, void* stream,
                  const int32_t* live_groups = nullptr, int window_groups = 1);
+
+/// Fp4ExpertMma of two matrices of one shape over the same groups and activations in one launch
+/// (an expert's gate and up weights into y1 and y3): each matrix's sums as Fp4ExpertMma gives them.
+int Fp4ExpertMmaPair(const uint8_t* const* w1, const uint8_t* const* s1, float* y1,
+                     const uint8_t* const* w3, const uint8_t* const* s3, float* y3, int64_t out,
+                     int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
+                     const float* x_scale, int64_t x_rows, void* stream,
+                     const int32_t* live_groups = nullptr, int window_groups = 1);
 
 /// The window for `pairs` token-expert pairs over `experts` experts: as many groups as an expert
 /// averages (full groups of kExpertGroupRows), 1 to 8, a power of two (1 without pairs or

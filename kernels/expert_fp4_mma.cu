@@ -8,6 +8,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/expert_fp4.h"
 #include "kernels/fp4_e4m3.h"
+#include "kernels/mma_sm90.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -15,32 +16,10 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxGridY = 65535;
 
-__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f),
-        "f"(0.0f));
-}
-
 // A staged 128-wide k slice of activations: one row of 128 e4m3 bytes per token slot, padded to
 // 160 bytes so that the 8-byte fragment reads of a half-warp (tokens g = 0..3, offsets 8t) fall
 // in distinct banks.
 constexpr int kSliceStride = 160;
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // The activations of a run's 8n token slots, columns [k0, k0 + 128), into `slice`, by the whole
 // block as one commit group. A slot past its group's rows copies the group's first row (its
@@ -182,37 +161,83 @@ __device__ __forceinline__ void ExpertRun(const ExpertGroup* run, int n, const u
 }
 
 // Window 1 (small steps, where blocks must be many): one warp's 16 output rows against one group,
-// loads straight from global memory, no block synchronisation. The same sums, term for term and
-// in the same order, as ExpertRun gives the group in any window.
+// no block synchronisation. The warp streams its rows' weights through shared memory, a 1 KB tile
+// per 128 columns with kDirectStages - 1 tiles in flight (cp.async, 64 contiguous bytes a row),
+// and reads each tile with two ldmatrix: the words the mma fragments take (lane (g, t): word t
+// of each 32-weight block of rows g and g + 8). The same sums, term for term and in the same
+// order, as ExpertRun gives the group in any window. (Measured, bench/RESULTS-gpu.md: 4 KB tiles
+// of 512 columns in three stages were faster at one token but 23 % slower at 64.)
+constexpr int kDirectStages = 6;
+constexpr int kTileBytes = 16 * 64;  // 16 rows x 128 MXFP4 weights
+
+// Byte offset of 16-byte chunk q (weights 32q .. 32q + 31) of row r in a staged tile: the XOR
+// spreads the eight rows one ldmatrix reads over all 32 banks.
+__device__ __forceinline__ int TileChunk(int r, int q) {
+  return r * 64 + 16 * (q ^ ((r >> 1) & 3));
+}
+
+// The warp's 16 rows (past `out`: the last row again), columns [128 stage, 128 stage + 128),
+// into `tile` as one commit group.
+__device__ __forceinline__ void StageTile(uint8_t* tile, const uint8_t* w, int64_t out, int64_t in,
+                                          int64_t o0, int64_t stage) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = lane; c < 64; c += 32) {
+    const int r = c >> 2, q = c & 3;
+    const int64_t row = o0 + r < out ? o0 + r : out - 1;
+    CpAsync16(tile + TileChunk(r, q), w + row * (in / 2) + stage * 64 + 16 * q);
+  }
+  CpAsyncCommit();
+}
+
 __device__ __forceinline__ void ExpertGroupDirect(const ExpertGroup& grp, const uint8_t* w,
                                                   const uint8_t* s, int64_t out, int64_t in,
                                                   int64_t o0, const uint8_t* __restrict__ xq,
                                                   const float* __restrict__ x_scale, int64_t x_rows,
-                                                  float* __restrict__ y) {
+                                                  float* __restrict__ y, uint8_t* tiles) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t blocks = in / 32;
+  const int64_t blocks = in / 32, stages = in / 128;
   const int64_t lo = o0 + g < out ? o0 + g : out - 1, hi = o0 + g + 8 < out ? o0 + g + 8 : out - 1;
-  const uint32_t* w_lo = reinterpret_cast<const uint32_t*>(w + lo * (in / 2)) + t;
-  const uint32_t* w_hi = reinterpret_cast<const uint32_t*>(w + hi * (in / 2)) + t;
-  const uint8_t* s_lo = s + lo * blocks;
-  const uint8_t* s_hi = s + hi * blocks;
+  const uint32_t* s_lo = reinterpret_cast<const uint32_t*>(s + lo * blocks);
+  const uint32_t* s_hi = reinterpret_cast<const uint32_t*>(s + hi * blocks);
   const int rows = grp.rows;
   const uint2* xb = reinterpret_cast<const uint2*>(xq + (g < rows ? grp.x_row[g] : 0) * in) + t;
   const int n0 = 2 * t, n1 = 2 * t + 1;  // this lane's output columns (tokens)
   const int64_t r0 = n0 < rows ? grp.x_row[n0] : 0, r1 = n1 < rows ? grp.x_row[n1] : 0;
+#pragma unroll
+  for (int i = 0; i < kDirectStages - 1; ++i) {
+    if (i < stages) {
+      StageTile(tiles + i * kTileBytes, w, out, in, o0, i);
+    } else {
+      CpAsyncCommit();  // an empty group keeps the count of pending groups fixed
+    }
+  }
   float acc[4] = {0, 0, 0, 0};
-  for (int64_t stage = 0; stage < in / 128; ++stage) {
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    const int64_t ahead = stage + kDirectStages - 1;
+    if (ahead < stages) {
+      StageTile(tiles + (ahead % kDirectStages) * kTileBytes, w, out, in, o0, ahead);
+    } else {
+      CpAsyncCommit();
+    }
+    CpAsyncWait<kDirectStages - 1>();
+    __syncwarp();  // every lane's copies of this tile have landed
+    const uint8_t* tile = tiles + (stage % kDirectStages) * kTileBytes;
+    uint32_t w_lo[4], w_hi[4];  // word t of blocks 4 stage .. 4 stage + 3, rows g and g + 8
+    LdMatrixX4(w_lo, tile + TileChunk(lane & 7, lane >> 3));
+    LdMatrixX4(w_hi, tile + TileChunk(8 + (lane & 7), lane >> 3));
+    __syncwarp();  // read by all lanes before a later stage is copied over it
+    const uint32_t sc_lo = __ldg(s_lo + stage), sc_hi = __ldg(s_hi + stage);
     float part[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int64_t j = 4 * stage + q;
       uint32_t a0, a1, a2, a3;
-      Fp4ToE4m3(__ldg(w_lo + 4 * j), &a0, &a2);
-      Fp4ToE4m3(__ldg(w_hi + 4 * j), &a1, &a3);
-      const uint2 v = __ldg(xb + 4 * j);
+      Fp4ToE4m3(w_lo[q], &a0, &a2);
+      Fp4ToE4m3(w_hi[q], &a1, &a3);
+      const uint2 v = __ldg(xb + 4 * (4 * stage + q));
       float d[4];
       Mma(d, a0, a1, a2, a3, __byte_perm(v.x, v.y, 0x6420), __byte_perm(v.x, v.y, 0x7531));
-      const float ws_lo = E8M0(__ldg(s_lo + j)), ws_hi = E8M0(__ldg(s_hi + j));
+      const float ws_lo = E8M0((sc_lo >> (8 * q)) & 0xff), ws_hi = E8M0((sc_hi >> (8 * q)) & 0xff);
       part[0] += d[0] * ws_lo;
       part[1] += d[1] * ws_lo;
       part[2] += d[2] * ws_hi;
@@ -267,53 +292,65 @@ __device__ __forceinline__ void RunsOfWindow(const uint8_t* const* __restrict__ 
   }
 }
 
-// One block: kWarps warps of 16 output rows over the window of kRun groups from
-// (first + blockIdx.y) * kRun. Windows past the live count exit.
+// The matrices of one launch, picked by blockIdx.z: one, or the gate and up weights of the same
+// shape (two products from one launch, twice the blocks to stream them).
+struct MmaMats {
+  const uint8_t* const* weights[2];
+  const uint8_t* const* scales[2];
+  float* y[2];
+};
+
+// One block: kWarps warps of 16 output rows of matrix blockIdx.z over the window of kRun groups
+// from (first + blockIdx.y) * kRun. Windows past the live count exit.
 template <int kRun>
 __global__ void __launch_bounds__(kWarps * 32)
-    Fp4ExpertMmaKernel(const uint8_t* const* __restrict__ weights,
-                       const uint8_t* const* __restrict__ scales, int64_t out, int64_t in,
+    Fp4ExpertMmaKernel(MmaMats mats, int64_t out, int64_t in,
                        const ExpertGroup* __restrict__ groups, int n_groups, int first,
                        const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
-                       const float* __restrict__ x_scale, int64_t x_rows, float* __restrict__ y) {
+                       const float* __restrict__ x_scale, int64_t x_rows) {
   const int g0 = (first + static_cast<int>(blockIdx.y)) * kRun;
   const int end = min(g0 + kRun, live != nullptr ? min(*live, n_groups) : n_groups);
   if (g0 >= end) return;
+  // Selects, not an index: a parameter array indexed at run time would be copied to the stack.
+  const bool second = blockIdx.z != 0;
+  const uint8_t* const* weights = second ? mats.weights[1] : mats.weights[0];
+  const uint8_t* const* scales = second ? mats.scales[1] : mats.scales[0];
+  float* y = second ? mats.y[1] : mats.y[0];
   if constexpr (kRun == 1) {
     __shared__ ExpertGroup group;
+    __shared__ __align__(128) uint8_t tiles[kWarps][kDirectStages * kTileBytes];
     if (threadIdx.x == 0) group = groups[g0];
     __syncthreads();
-    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * 16;
+    const int warp = threadIdx.x >> 5;
+    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * 16;
     // A malformed group (rows > 8) is written nowhere, as by the CUDA-core GEMV.
     if (o0 >= out || group.rows > kExpertGroupRows) return;
     ExpertGroupDirect(group, weights[group.expert], scales[group.expert], out, in, o0, xq, x_scale,
-                      x_rows, y);
+                      x_rows, y, tiles[warp]);
   } else {
     RunsOfWindow<kRun>(weights, scales, out, in, groups, g0, end, xq, x_scale, x_rows, y);
   }
 }
 
 template <int kRun>
-void LaunchExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
-                     int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
-                     const float* x_scale, int64_t x_rows, float* y, cudaStream_t stream,
+void LaunchExpertMma(const MmaMats& mats, int matrices, int64_t out, int64_t in,
+                     const ExpertGroup* groups, int n_groups, const uint8_t* xq,
+                     const float* x_scale, int64_t x_rows, cudaStream_t stream,
                      const int32_t* live_groups) {
   const int windows = (n_groups + kRun - 1) / kRun;
   // Windows run along grid.y, which holds at most 65,535: more take several launches.
   for (int first = 0; first < windows; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
-                    static_cast<unsigned>(std::min(kMaxGridY, windows - first)));
+                    static_cast<unsigned>(std::min(kMaxGridY, windows - first)),
+                    static_cast<unsigned>(matrices));
     Fp4ExpertMmaKernel<kRun><<<grid, kWarps * 32, 0, stream>>>(
-        weights, scales, out, in, groups, n_groups, first, live_groups, xq, x_scale, x_rows, y);
+        mats, out, in, groups, n_groups, first, live_groups, xq, x_scale, x_rows);
   }
 }
 
-}  // namespace
-
-int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
-                 int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
-                 const float* x_scale, int64_t x_rows, float* y, void* stream,
-                 const int32_t* live_groups, int window_groups) {
+int LaunchMats(const MmaMats& mats, int matrices, int64_t out, int64_t in,
+               const ExpertGroup* groups, int n_groups, const uint8_t* xq, const float* x_scale,
+               int64_t x_rows, void* stream, const int32_t* live_groups, int window_groups) {
   if (in % 128 != 0 || out <= 0 || n_groups < 0 || x_rows % 4 != 0) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -326,9 +363,30 @@ int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, in
   if (index < 0) return static_cast<int>(cudaErrorInvalidValue);
   constexpr decltype(&LaunchExpertMma<1>) kLaunch[] = {&LaunchExpertMma<1>, &LaunchExpertMma<2>,
                                                        &LaunchExpertMma<4>, &LaunchExpertMma<8>};
-  kLaunch[index](weights, scales, out, in, groups, n_groups, xq, x_scale, x_rows, y,
+  kLaunch[index](mats, matrices, out, in, groups, n_groups, xq, x_scale, x_rows,
                  static_cast<cudaStream_t>(stream), live_groups);
   return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int Fp4ExpertMma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                 int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
+                 const float* x_scale, int64_t x_rows, float* y, void* stream,
+                 const int32_t* live_groups, int window_groups) {
+  const MmaMats mats{{weights, weights}, {scales, scales}, {y, y}};
+  return LaunchMats(mats, 1, out, in, groups, n_groups, xq, x_scale, x_rows, stream, live_groups,
+                    window_groups);
+}
+
+int Fp4ExpertMmaPair(const uint8_t* const* w1, const uint8_t* const* s1, float* y1,
+                     const uint8_t* const* w3, const uint8_t* const* s3, float* y3, int64_t out,
+                     int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
+                     const float* x_scale, int64_t x_rows, void* stream, const int32_t* live_groups,
+                     int window_groups) {
+  const MmaMats mats{{w1, w3}, {s1, s3}, {y1, y3}};
+  return LaunchMats(mats, 2, out, in, groups, n_groups, xq, x_scale, x_rows, stream, live_groups,
+                    window_groups);
 }
 
 int ExpertMmaWindow(int64_t pairs, int experts) {

@@ -274,6 +274,89 @@ TEST_F(ExpertFp4GpuTest, GateUpMatchesSeparateProductsAndSwiGlu) {
   }
 }
 
+// Tensor-core products of `groups` over one expert's random matrices (two with `pair`: the pair
+// launch) on FP8 activations of `tokens` random rows; y [tokens, out] per matrix, host side.
+std::vector<std::vector<float>> MmaProducts(std::mt19937& rng, int64_t out, int64_t in, int tokens,
+                                            const std::vector<kernels::ExpertGroup>& groups,
+                                            bool pair, int window) {
+  std::vector<uint8_t> bytes[4] = {
+      std::vector<uint8_t>(out * in / 2), std::vector<uint8_t>(out * in / 32),
+      std::vector<uint8_t>(out * in / 2), std::vector<uint8_t>(out * in / 32)};
+  std::mt19937 fixed(rng());  // the same matrices and activations for every caller's seed draw
+  for (int m = 0; m < 4; ++m) {
+    for (auto& b : bytes[m]) b = static_cast<uint8_t>(m % 2 ? 120 + fixed() % 10 : fixed());
+  }
+  std::vector<const uint8_t*> ptr[4];
+  for (int m = 0; m < 4; ++m) ptr[m] = {ToDevice(bytes[m])};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(tokens * in);
+  for (float& v : x) v = normal(fixed);
+  const int64_t padded = kernels::Fp8GemmPaddedRows(tokens);
+  float* dx = ToDevice(x);
+  auto* dxq = ToDevice(std::vector<uint8_t>(padded * in));
+  auto* dxs = ToDevice(std::vector<float>(kernels::Fp8ActScaleCount(tokens, in)));
+  EXPECT_EQ(kernels::QuantizeActFp8(dx, tokens, in, dxq, dxs, nullptr), 0);
+  const std::vector<float> poison(tokens * out, std::nanf(""));
+  float *y1 = ToDevice(poison), *y3 = ToDevice(poison);
+  auto *w1 = ToDevice(ptr[0]), *s1 = ToDevice(ptr[1]), *w3 = ToDevice(ptr[2]),
+       *s3 = ToDevice(ptr[3]);
+  auto* dg = ToDevice(groups);
+  const int n = static_cast<int>(groups.size());
+  if (pair) {
+    EXPECT_EQ(kernels::Fp4ExpertMmaPair(w1, s1, y1, w3, s3, y3, out, in, dg, n, dxq, dxs, padded,
+                                        nullptr, nullptr, window),
+              0);
+  } else {
+    EXPECT_EQ(kernels::Fp4ExpertMma(w1, s1, out, in, dg, n, dxq, dxs, padded, y1, nullptr, nullptr,
+                                    window),
+              0);
+    EXPECT_EQ(kernels::Fp4ExpertMma(w3, s3, out, in, dg, n, dxq, dxs, padded, y3, nullptr, nullptr,
+                                    window),
+              0);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<std::vector<float>> y(2, std::vector<float>(tokens * out));
+  cudaMemcpy(y[0].data(), y1, y[0].size() * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaMemcpy(y[1].data(), y3, y[1].size() * sizeof(float), cudaMemcpyDeviceToHost);
+  for (int m = 0; m < 4; ++m) cudaFree(const_cast<uint8_t*>(ptr[m][0]));
+  for (void* p : std::initializer_list<void*>{dx, dxq, dxs, y1, y3, w1, s1, w3, s3, dg}) {
+    cudaFree(p);
+  }
+  return y;
+}
+
+kernels::ExpertGroup Group(int first, int rows) {
+  kernels::ExpertGroup g{};
+  g.rows = rows;
+  for (int r = 0; r < rows; ++r) g.x_row[r] = g.y_row[r] = first + r;
+  return g;
+}
+
+// The gate and up products from one launch are each matrix's own launch, bit for bit; and a
+// token's sums do not depend on the group it shares: eight tokens alone or in one group of eight
+// give the same bits (what makes the experts batch-invariant at every step size).
+TEST_F(ExpertFp4GpuTest, PairLaunchAndGroupingLeaveEveryTokensSums) {
+  for (int64_t out : {2048, 300}) {
+    SCOPED_TRACE("seed " + std::to_string(seed_) + ", out " + std::to_string(out));
+    std::vector<kernels::ExpertGroup> singles, one_group = {Group(0, 8)};
+    for (int r = 0; r < 8; ++r) singles.push_back(Group(r, 1));
+    const uint32_t draw = rng_();
+    std::mt19937 a(draw), b(draw), c(draw), d(draw);
+    const auto separate = MmaProducts(a, out, 4096, 8, singles, false, 1);
+    const auto paired = MmaProducts(b, out, 4096, 8, singles, true, 1);
+    const auto grouped = MmaProducts(c, out, 4096, 8, one_group, true, 1);
+    const auto windowed = MmaProducts(d, out, 4096, 8, singles, true, 8);
+    for (int m = 0; m < 2; ++m) {
+      for (size_t i = 0; i < separate[m].size(); ++i) {
+        ASSERT_FALSE(std::isnan(separate[m][i])) << "unwritten, matrix " << m << " at " << i;
+        ASSERT_EQ(paired[m][i], separate[m][i]) << "pair launch, matrix " << m << " at " << i;
+        ASSERT_EQ(grouped[m][i], separate[m][i]) << "one group of 8, matrix " << m << " at " << i;
+        ASSERT_EQ(windowed[m][i], separate[m][i]) << "window 8, matrix " << m << " at " << i;
+      }
+    }
+  }
+}
+
 TEST_F(ExpertFp4GpuTest, RejectsBadArguments) {
   EXPECT_NE(
       kernels::Fp4ExpertGemv(nullptr, nullptr, 8, 48, nullptr, 1, 1, nullptr, nullptr, nullptr), 0);
