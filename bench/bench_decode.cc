@@ -2,16 +2,18 @@
 // several batch sizes and contexts, against the hardware's ceilings.
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
 //                [--kernels production|cpu-order] [--gemv-max-rows 2] [--prefill TOKENS]
+//                [--experts tensor-cores|cuda-core]
 //   bench_prefill [--prefill 8192] [--contexts 8192,32768,131072] ...  (the same, prefill mode)
 // production: parallel reductions, MQA split attention, the batched indexer, experts on tensor
-// cores for groups of 3+ tokens, and the tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows
-// rows; cpu-order: stage 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half
-// HCA; default: as many as fit next to the largest cache) with random weights made on the device,
-// so every kernel reads cold HBM. Each kernel is timed over all copies of its layer kind inside
-// one CUDA graph; the whole layer likewise. Prints one JSON object per layer kind, batch and
-// context: time per layer, the bytes it must read (weights in their released formats, cache rows
-// in the reference's 584-byte layout) against 4.3 TB/s, the FLOP rate against the FP8
-// tensor-core peak, and each kernel against its own floor.
+// cores as in the device forward (--experts cuda-core: the CUDA-core GEMV up to 8 rows, to
+// compare), and the tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage
+// 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half HCA; default: as many as
+// fit next to the largest cache) with random weights made on the device, so every kernel reads cold
+// HBM. Each kernel is timed over all copies of its layer kind inside one CUDA graph; the whole
+// layer likewise. Prints one JSON object per layer kind, batch and context: time per layer, the
+// bytes it must read (weights in their released formats, cache rows in the reference's 584-byte
+// layout) against 4.3 TB/s, the FLOP rate against the FP8 tensor-core peak, and each kernel against
+// its own floor.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -168,6 +170,8 @@ int main(int argc, char** argv) {
       batches = {std::atoll(value.c_str())};
     } else if (flag == "--gemv-max-rows") {
       step_kernels.gemv_max_rows = std::atoi(value.c_str());
+    } else if (flag == "--experts" && (value == "tensor-cores" || value == "cuda-core")) {
+      step_kernels.cuda_core_experts = value == "cuda-core";
     } else if (flag == "--kernels" && (value == "production" || value == "cpu-order")) {
       step_kernels.cpu_order = value == "cpu-order";
     } else {

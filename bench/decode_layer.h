@@ -79,7 +79,8 @@ struct Op {
 struct StepKernels {
   bool cpu_order = false;
   kernels::Fp8GemmContext* gemm = nullptr;
-  int gemv_max_rows = 2;                     // dense FP8 products of more rows take the GEMM
+  int gemv_max_rows = 2;           // dense FP8 products of more rows take the GEMM
+  bool cuda_core_experts = false;  // experts of steps up to 8 rows on CUDA cores, to compare
   kernels::Bf16GemmContext* bf16 = nullptr;  // bf16 products of more than 8 rows
 };
 

@@ -91,10 +91,12 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
   // input is fixed random logits, the same for every layer copy, so the experts it picks (and
   // with them the floor) are read back once here.
-  // Groups of at most 1 token at batch 1 and 2 up to batch 8 (the CUDA-core GEMV, its registers
-  // sized by the bound), else the mma's 8: fixed by the batch, so no routing makes a group the
-  // kernel skips (a group never exceeds its bound; a hot expert takes more groups).
-  const int group_rows = B == 1 ? 1 : (k.cpu_order || B <= 8) ? 2 : kernels::kExpertGroupRows;
+  // Groups of up to the mma's 8 tokens, as the device forward makes them; with --experts
+  // cuda-core (the CUDA-core GEMV, its registers sized by the bound) 1 token at batch 1 and 2 up
+  // to batch 8. Fixed by the batch, so no routing makes a group the kernel skips (a hot expert
+  // takes more groups).
+  const bool cuda_core = k.cpu_order || (k.cuda_core_experts && B <= 8);
+  const int group_rows = !cuda_core ? kernels::kExpertGroupRows : B == 1 ? 1 : 2;
   const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows);
   float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
   float* route_w = a.Take<float>(pairs);
@@ -352,9 +354,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int n_down = n_up;
   const int expert_window = kernels::ExpertMmaWindow(pairs, kExperts);
   add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
-    // Groups of one or two tokens stream the weights faster on CUDA cores (more loads in flight
-    // per byte than 16-row mma tiles); fuller groups go to the tensor cores.
-    if (k.cpu_order || max_rows <= 2) {  // fp32 activations on CUDA cores
+    if (cuda_core) {  // fp32 activations on CUDA cores
       // Gate and up products and the SwiGLU in one launch.
       if (const int e = kernels::Fp4ExpertGateUp(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up,
                                                  n_up, max_rows, 10.0f, xn, pa, s, n_live))
@@ -364,11 +364,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     }
     // FP8 activations (the reference numerics) on tensor cores.
     if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
-    if (const int e = kernels::Fp4ExpertMma(l.w1, l.s1, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
-                                            pg, s, n_live, expert_window))
-      return e;
-    if (const int e = kernels::Fp4ExpertMma(l.w3, l.s3, kMoeInter, kHidden, d_up, n_up, xq, xs, Bp,
-                                            pu, s, n_live, expert_window))
+    if (const int e = kernels::Fp4ExpertMmaPair(l.w1, l.s1, pg, l.w3, l.s3, pu, kMoeInter, kHidden,
+                                                d_up, n_up, xq, xs, Bp, s, n_live, expert_window))
       return e;
     if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
     if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;

@@ -236,38 +236,30 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   return Dense(p, L.wo_b, b.z, rows, b.y, s);
 }
 
-// The routed experts on CUDA cores (1 or 2 rows a group, or the CPU's order): activations
-// rounded through FP8 as the reference numerics do, fp32 sums.
-int CudaCoreExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, int group_rows,
-                    void* s) {
+// The routed experts in the CPU's order (bit-exact, slow): activations rounded through FP8 as
+// the reference numerics do, fp32 sums.
+int CpuOrderExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
   const int64_t d = c.hidden_size, inter = c.moe_intermediate_size;
   const int64_t pairs = int64_t{rows} * c.num_experts_per_tok;
   const float limit = static_cast<float>(c.swiglu_limit);
-  if (p.cpu_order) {
-    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w1, L.s1, inter, d, b.up, capacity, b.xq, b.pair_g,
-                                           b.n_live, s));
-    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w3, L.s3, inter, d, b.up, capacity, b.xq, b.pair_u,
-                                           b.n_live, s));
-    DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
-  } else {
-    DI_CUDA_TRY(kernels::Fp4ExpertGateUp(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity,
-                                         group_rows, limit, b.xq, b.pair_act, s, b.n_live));
-  }
+  DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w1, L.s1, inter, d, b.up, capacity, b.xq, b.pair_g,
+                                         b.n_live, s));
+  DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w3, L.s3, inter, d, b.up, capacity, b.xq, b.pair_u,
+                                         b.n_live, s));
+  DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
   DI_CUDA_TRY(kernels::QdqFp8Rows(b.pair_act, pairs, inter, b.pair_act, s));
-  if (p.cpu_order) {
-    DI_CUDA_TRY(kernels::Fp4ExpertCpuOrder(L.w2, L.s2, d, inter, b.down, capacity, b.pair_act,
-                                           b.pair_out, b.n_live, s));
-  } else {
-    DI_CUDA_TRY(kernels::Fp4ExpertGemv(L.w2, L.s2, d, inter, b.down, capacity, group_rows,
-                                       b.pair_act, b.pair_out, s, b.n_live));
-  }
-  return 0;
+  return kernels::Fp4ExpertCpuOrder(L.w2, L.s2, d, inter, b.down, capacity, b.pair_act, b.pair_out,
+                                    b.n_live, s);
 }
 
-// The routed experts on tensor cores (groups of up to 8 rows, windows of groups by the step's
-// size): e4m3 activations with their block scales, the same values the reference numerics round to.
+// The routed experts on tensor cores at every step size (groups of up to 8 rows, windows of
+// groups by the step's size): e4m3 activations with their block scales, the same values the
+// reference numerics round to. Each token's sums depend on its own activations only, not on the
+// group, window or batch it comes in. (At one token an expert the CUDA-core GEMV of
+// kernels/expert_fp4.h streams the weights faster; it is not taken there so that a token's sums
+// stay the same at every batch size: bench/RESULTS-gpu.md, "Experts on tensor cores".)
 int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
@@ -277,10 +269,9 @@ int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, 
   const int64_t rows_padded = kernels::Fp8GemmPaddedRows(rows);
   const int expert_window = kernels::ExpertMmaWindow(pairs, c.n_routed_experts);
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.x, rows, d, b.act8, b.act8_scale, s));
-  DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w1, L.s1, inter, d, b.up, capacity, b.act8, b.act8_scale,
-                                    rows_padded, b.pair_g, s, b.n_live, expert_window));
-  DI_CUDA_TRY(kernels::Fp4ExpertMma(L.w3, L.s3, inter, d, b.up, capacity, b.act8, b.act8_scale,
-                                    rows_padded, b.pair_u, s, b.n_live, expert_window));
+  DI_CUDA_TRY(kernels::Fp4ExpertMmaPair(L.w1, L.s1, b.pair_g, L.w3, L.s3, b.pair_u, inter, d, b.up,
+                                        capacity, b.act8, b.act8_scale, rows_padded, s, b.n_live,
+                                        expert_window));
   DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.pair_act, pairs, inter, b.pair8, b.pair8_scale, s));
   return kernels::Fp4ExpertMma(L.w2, L.s2, d, inter, b.down, capacity, b.pair8, b.pair8_scale,
@@ -303,14 +294,14 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
   DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
                                    b.route_e, b.route_w, s));
-  const int group_rows = ExpertGroupRows(rows);
+  const int group_rows = kernels::kExpertGroupRows;
   const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
   DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
                                          b.rank, s));
-  if (!p.cpu_order && group_rows > 2) {
-    DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
   } else {
-    DI_CUDA_TRY(CudaCoreExperts(p, L, rows, capacity, group_rows, s));
+    DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
   if (L.has_shared) {
     DI_CUDA_TRY(DenseOfInput(p, L.shared_w1, rows, b.sg, s));
@@ -327,8 +318,6 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
 int AttentionSplits(int rows) {
   return static_cast<int>(std::clamp<int64_t>((264 + 4 * rows - 1) / (4 * rows), 1, 64));
 }
-
-int ExpertGroupRows(int rows) { return rows == 1 ? 1 : rows <= 8 ? 2 : kernels::kExpertGroupRows; }
 
 int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
                            bool csa) {

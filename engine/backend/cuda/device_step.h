@@ -60,8 +60,8 @@ struct StepBuffers {
   int32_t* row_index;
   int64_t* offsets;
   float* attn_scratch;
-  float *gathered, *pair_g, *pair_u;  // CPU-order mode and the tensor-core experts
-  // Batches above kGemvMaxRows: activations in e4m3 with their scales for the tensor cores.
+  float *gathered, *pair_g, *pair_u;  // CPU-order mode; pair_g and pair_u the experts' too
+  // Activations in e4m3 with their scales for the tensor cores (experts; dense above kGemvMaxRows).
   uint8_t *act8, *pair8;
   float *act8_scale, *pair8_scale;
   uint16_t* split;  // the bf16 halves of a bf16 product's activations (kernels/gemm_bf16.h)
@@ -84,8 +84,8 @@ struct StepPlan {
   kernels::Bf16GemmContext* bf16 = nullptr;  // set with gemm: bf16 products above it
 };
 
-/// Rows up to which dense FP8 products take the GEMV (and experts the CUDA-core kernels); above,
-/// the tensor cores (cuBLASLt's block-scaled FP8 GEMM, the MXFP4 mma kernel).
+/// Rows up to which dense FP8 products take the GEMV; above, cuBLASLt's block-scaled FP8 GEMM on
+/// the tensor cores. (The MXFP4 experts take the tensor cores at every size.)
 constexpr int kGemvMaxRows = 8;
 
 /// Allocates every layer's caches for `slots` slots plus the padding rows' spare one, laid out
@@ -108,8 +108,6 @@ int EnqueueHead(const StepPlan& plan, bool chosen_rows, int n_out, void* stream)
 
 /// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
 int AttentionSplits(int rows);
-/// Rows per expert group at `rows` tokens (kernels/route.h's group_rows).
-int ExpertGroupRows(int rows);
 /// Compressed rows a query reads at most (besides its window) in the layer whose cache is `c`.
 int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
                            bool csa);
