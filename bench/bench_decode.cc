@@ -201,8 +201,10 @@ int main(int argc, char** argv) {
     }
   }
   cudaDeviceSynchronize();
-  std::printf("{\"device_layers\": %d, \"weights_gb\": %.1f, \"kernels\": \"%s\"}\n", layers,
-              arena.used() / 1e9, step_kernels.cpu_order ? "cpu-order" : "production");
+  std::printf(
+      "{\"device_layers\": %d, \"weights_gb\": %.1f, \"kernels\": \"%s\", \"experts\": \"%s\"}\n",
+      layers, arena.used() / 1e9, step_kernels.cpu_order ? "cpu-order" : "production",
+      step_kernels.cuda_core_experts ? "cuda-core" : "tensor-cores");
   const size_t mark = arena.used();
   cudaStream_t s;
   cudaStreamCreate(&s);

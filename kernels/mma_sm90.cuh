@@ -1,5 +1,6 @@
-// Warp-level tensor-core and asynchronous-copy primitives (PTX for sm_80 and later) shared by the
-// expert kernels: the FP8 mma, cp.async into shared memory and ldmatrix out of it.
+// Warp-level tensor-core and asynchronous-copy primitives of the MXFP4 expert kernel
+// (kernels/expert_fp4_mma.cu): the e4m3 mma (sm_89 and later), cp.async into shared memory and
+// ldmatrix out of it (sm_80 and later).
 #pragma once
 
 #include <cstdint>
