@@ -2,11 +2,12 @@
 // several batch sizes and contexts, against the hardware's ceilings.
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
 //                [--kernels production|cpu-order] [--gemv-max-rows 2] [--prefill TOKENS]
-//                [--experts tensor-cores|cuda-core]
+//                [--experts auto|tensor-cores|cuda-core]
 //   bench_prefill [--prefill 8192] [--contexts 8192,32768,131072] ...  (the same, prefill mode)
-// production: parallel reductions, MQA split attention, the batched indexer, experts on tensor
-// cores as in the device forward (--experts cuda-core: the CUDA-core GEMV up to 8 rows, to
-// compare), and the tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage
+// production: parallel reductions, MQA split attention, the batched indexer, experts as the
+// device forward takes them (--experts auto: CUDA cores at batch 1, tensor cores above; or
+// tensor-cores at every batch, or cuda-core up to 8 rows, to compare), and the tensor-core FP8
+// GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage
 // 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half HCA; default: as many as
 // fit next to the largest cache) with random weights made on the device, so every kernel reads cold
 // HBM. Each kernel is timed over all copies of its layer kind inside one CUDA graph; the whole
@@ -170,8 +171,12 @@ int main(int argc, char** argv) {
       batches = {std::atoll(value.c_str())};
     } else if (flag == "--gemv-max-rows") {
       step_kernels.gemv_max_rows = std::atoi(value.c_str());
-    } else if (flag == "--experts" && (value == "tensor-cores" || value == "cuda-core")) {
-      step_kernels.cuda_core_experts = value == "cuda-core";
+    } else if (flag == "--experts" && value == "auto") {
+      step_kernels.experts = deepinfer::bench::ExpertKernels::kAuto;
+    } else if (flag == "--experts" && value == "tensor-cores") {
+      step_kernels.experts = deepinfer::bench::ExpertKernels::kTensorCores;
+    } else if (flag == "--experts" && value == "cuda-core") {
+      step_kernels.experts = deepinfer::bench::ExpertKernels::kCudaCore;
     } else if (flag == "--kernels" && (value == "production" || value == "cpu-order")) {
       step_kernels.cpu_order = value == "cpu-order";
     } else {
@@ -204,7 +209,9 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"device_layers\": %d, \"weights_gb\": %.1f, \"kernels\": \"%s\", \"experts\": \"%s\"}\n",
       layers, arena.used() / 1e9, step_kernels.cpu_order ? "cpu-order" : "production",
-      step_kernels.cuda_core_experts ? "cuda-core" : "tensor-cores");
+      step_kernels.experts == deepinfer::bench::ExpertKernels::kAuto          ? "auto"
+      : step_kernels.experts == deepinfer::bench::ExpertKernels::kTensorCores ? "tensor-cores"
+                                                                              : "cuda-core");
   const size_t mark = arena.used();
   cudaStream_t s;
   cudaStreamCreate(&s);

@@ -76,11 +76,16 @@ struct Op {
 
 /// How the step computes: the production kernels (parallel reductions, the tensor-core FP8 GEMM
 /// above gemv_max_rows rows when `gemm` is given) or stage 1's CPU-order kernels (bit-exact).
+// Which kernels take the routed experts: the device forward's choice (CUDA cores at one token,
+// tensor cores from two), tensor cores at every batch, or CUDA cores up to 8 rows (the device
+// forward's choice before the tensor-core kernel streamed its weights through shared memory).
+enum class ExpertKernels { kAuto, kTensorCores, kCudaCore };
+
 struct StepKernels {
   bool cpu_order = false;
   kernels::Fp8GemmContext* gemm = nullptr;
-  int gemv_max_rows = 2;           // dense FP8 products of more rows take the GEMM
-  bool cuda_core_experts = false;  // experts of steps up to 8 rows on CUDA cores, to compare
+  int gemv_max_rows = 2;  // dense FP8 products of more rows take the GEMM
+  ExpertKernels experts = ExpertKernels::kAuto;
   kernels::Bf16GemmContext* bf16 = nullptr;  // bf16 products of more than 8 rows
 };
 

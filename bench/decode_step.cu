@@ -91,11 +91,12 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
   // input is fixed random logits, the same for every layer copy, so the experts it picks (and
   // with them the floor) are read back once here.
-  // Groups of up to the mma's 8 tokens, as the device forward makes them; with --experts
-  // cuda-core (the CUDA-core GEMV, its registers sized by the bound) 1 token at batch 1 and 2 up
-  // to batch 8. Fixed by the batch, so no routing makes a group the kernel skips (a hot expert
-  // takes more groups).
-  const bool cuda_core = k.cpu_order || (k.cuda_core_experts && B <= 8);
+  // The experts' kernels by --experts (StepKernels::experts) and their group bound: the CUDA-core
+  // GEMV (its registers sized by the bound: 1 token at batch 1, 2 up to batch 8) or the mma's 8.
+  // Fixed by the batch, so no routing makes a group the kernel skips (a hot expert takes more
+  // groups).
+  const bool cuda_core = k.cpu_order || (k.experts == ExpertKernels::kAuto && B == 1) ||
+                         (k.experts == ExpertKernels::kCudaCore && B <= 8);
   const int group_rows = !cuda_core ? kernels::kExpertGroupRows : B == 1 ? 1 : 2;
   const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows);
   float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);

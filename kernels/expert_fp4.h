@@ -24,11 +24,9 @@ struct ExpertGroup {
 /// e8m0 bytes; `weights`, `scales` and `groups` are device arrays. in must be a multiple of 32
 /// and rows 16-byte aligned (in / 2 a multiple of 16 bytes follows). max_rows (1..8) bounds every
 /// group's `rows` (a group with more writes nothing): the kernel's registers are sized by it, so
-/// decode at batch 1 (all groups of one row) streams at full occupancy. Not in the device
-/// forward, which takes Fp4ExpertMma at every step size (one kernel, so a token's sums do not
-/// depend on the batch); kept for `bench_decode --experts cuda-core` and its tests. (In the device
-/// forward of 2026-11-30 this path was 1.5-4 % away from the CPU forward from the first step, the
-/// tensor cores 3e-7; not yet explained: bench/RESULTS-gpu.md.) With live_groups (a
+/// decode at batch 1 (all groups of one row) streams at full occupancy: the device forward takes
+/// it for one-row steps, where it is faster than Fp4ExpertMma (bench/RESULTS-gpu.md). With
+/// live_groups (a
 /// device count, as BuildExpertGroups in kernels/route.h writes it) n_groups is the capacity the
 /// grid covers and only groups below *live_groups run, so a captured graph serves any routing.
 int Fp4ExpertGemv(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,

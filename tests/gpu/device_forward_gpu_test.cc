@@ -176,7 +176,7 @@ TEST(DeviceForwardTest, BadInputChangesNothing) {
 }
 
 // Steps of more than kGemvMaxRows rows take cuBLASLt's FP8 GEMM on the tensor cores (the MXFP4
-// mma experts run at every size): twelve sequences against the CPU forward. Hopper's FP8 tensor
+// mma experts run from two rows on): twelve sequences against the CPU forward. Hopper's FP8 tensor
 // cores accumulate with fewer bits than fp32 (1e-4-level differences from the first position), so
 // the FP8 flips of the reference numerics come sooner than above; 67.5-74.8 % argmax agreement is
 // what this random model showed (H200, 2026-11-30), and a wrong layout or scale would leave next to

@@ -334,7 +334,7 @@ kernels::ExpertGroup Group(int first, int rows) {
 
 // The gate and up products from one launch are each matrix's own launch, bit for bit; and a
 // token's sums do not depend on the group it shares: eight tokens alone or in one group of eight
-// give the same bits (what makes the experts batch-invariant at every step size).
+// give the same bits (what makes the tensor-core experts batch-invariant).
 TEST_F(ExpertFp4GpuTest, PairLaunchAndGroupingLeaveEveryTokensSums) {
   for (int64_t out : {2048, 300}) {
     SCOPED_TRACE("seed " + std::to_string(seed_) + ", out " + std::to_string(out));

@@ -37,7 +37,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
     }
     attn_scratch = std::max(
         attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
-    groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, kernels::kExpertGroupRows));
+    groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
   }
   const int64_t max_in = std::max({d, qr, HD, Z, inter, shared_inter});
   StepBuffers& b = *out;
@@ -83,7 +83,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
     DI_RETURN_IF_ERROR(f(&b.gathered, B * (c.sliding_window + comp_read) * c.head_dim));
   }
   for (float** p : {&b.pair_g, &b.pair_u}) DI_RETURN_IF_ERROR(f(p, B * K * inter));
-  // e4m3 activations with their scales: the tensor-core experts at every size, the FP8 GEMM above
+  // e4m3 activations with their scales: the tensor-core experts from two rows, the FP8 GEMM above
   // kGemvMaxRows.
   const int64_t pairs = kernels::Fp8GemmPaddedRows(int64_t{max_batch} * K);
   DI_ASSIGN_OR_RETURN(b.act8, mem.Take<uint8_t>(B * max_in));

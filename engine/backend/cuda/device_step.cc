@@ -254,12 +254,27 @@ int CpuOrderExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
                                     b.n_live, s);
 }
 
-// The routed experts on tensor cores at every step size (groups of up to 8 rows, windows of
-// groups by the step's size): e4m3 activations with their block scales, the same values the
-// reference numerics round to. Each token's sums depend on its own activations only, not on the
-// group, window or batch it comes in. (At one token an expert the CUDA-core GEMV of
-// kernels/expert_fp4.h streams the weights faster; it is not taken there so that a token's sums
-// stay the same at every batch size: bench/RESULTS-gpu.md, "Experts on tensor cores".)
+// The routed experts of a one-token step on CUDA cores: activations rounded through FP8 as the
+// reference numerics do, fp32 sums. At one token an expert this GEMV streams the weights faster
+// than the tensor-core kernel (57 against 77 us per V4-Flash layer on the H200); from two tokens
+// the tensor cores are faster (317 against 431 us at batch 8): bench/RESULTS-gpu.md, "Experts on
+// tensor cores".
+int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const StepBuffers& b = p.buf;
+  const int64_t d = c.hidden_size, inter = c.moe_intermediate_size, pairs = c.num_experts_per_tok;
+  DI_CUDA_TRY(kernels::Fp4ExpertGateUp(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity, 1,
+                                       static_cast<float>(c.swiglu_limit), b.xq, b.pair_act, s,
+                                       b.n_live));
+  DI_CUDA_TRY(kernels::QdqFp8Rows(b.pair_act, pairs, inter, b.pair_act, s));
+  return kernels::Fp4ExpertGemv(L.w2, L.s2, d, inter, b.down, capacity, 1, b.pair_act, b.pair_out,
+                                s, b.n_live);
+}
+
+// The routed experts on tensor cores from two rows on (groups of up to 8 rows, windows of groups
+// by the step's size): e4m3 activations with their block scales, the same values the reference
+// numerics round to. Each token's sums depend on its own activations only, not on the group,
+// window or batch it comes in.
 int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
@@ -294,12 +309,14 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
   DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
                                    b.route_e, b.route_w, s));
-  const int group_rows = kernels::kExpertGroupRows;
+  const int group_rows = ExpertGroupRows(rows);
   const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
   DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
                                          b.rank, s));
   if (p.cpu_order) {
     DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
+  } else if (rows == 1) {
+    DI_CUDA_TRY(OneTokenExperts(p, L, capacity, s));
   } else {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
@@ -314,6 +331,8 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
 }
 
 }  // namespace
+
+int ExpertGroupRows(int rows) { return rows == 1 ? 1 : kernels::kExpertGroupRows; }
 
 int AttentionSplits(int rows) {
   return static_cast<int>(std::clamp<int64_t>((264 + 4 * rows - 1) / (4 * rows), 1, 64));

@@ -85,7 +85,7 @@ struct StepPlan {
 };
 
 /// Rows up to which dense FP8 products take the GEMV; above, cuBLASLt's block-scaled FP8 GEMM on
-/// the tensor cores. (The MXFP4 experts take the tensor cores at every size.)
+/// the tensor cores. (The MXFP4 experts take the tensor cores from two rows on.)
 constexpr int kGemvMaxRows = 8;
 
 /// Allocates every layer's caches for `slots` slots plus the padding rows' spare one, laid out
@@ -108,6 +108,9 @@ int EnqueueHead(const StepPlan& plan, bool chosen_rows, int n_out, void* stream)
 
 /// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
 int AttentionSplits(int rows);
+/// Rows per expert group at `rows` tokens (kernels/route.h's group_rows): 1 for the CUDA-core
+/// experts of a one-token step, else the tensor-core kernel's 8.
+int ExpertGroupRows(int rows);
 /// Compressed rows a query reads at most (besides its window) in the layer whose cache is `c`.
 int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
                            bool csa);
