@@ -5,16 +5,18 @@
 #   bench/gpu_agreement.sh         whole tiny models, --device cuda and --forward device vs cpu
 #   bench_device_forward           decode steps (batch 1, 8, 32, 64) and prompt chunks (128, 512)
 #                                  on the 4-layer V4-shaped checkpoint
+#   bench_decode (8 layer copies)  decode steps of V4-Flash-shaped layers at batch 1, 8, 64, 4K
+#                                  context, the experts as the device forward takes them
 #   bench_prefill --contexts 8192  one 8K chunk through V4-Flash-shaped layers
 #   bench/turns.sh (DEVICE=cuda)   conversation turns on the device forward, parked and not
 # Run from the repository root after `source gpu-bundle/env.sh` (docs/gpu.md), the programs on
-# the PATH:  bench/gpu_session.sh OUT_DIR [PART...]   (parts: tests agreement forward prefill
-# turns; default all). Takes about 9 minutes in all.
+# the PATH:  bench/gpu_session.sh OUT_DIR [PART...]   (parts: tests agreement forward decode
+# prefill turns; default all). Takes about 10 minutes in all.
 set -uo pipefail
 out=${1:?OUT_DIR}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests agreement forward prefill turns)
+[ ${#parts[@]} -eq 0 ] && parts=(tests agreement forward decode prefill turns)
 mkdir -p "$out"
 bin=$(dirname "$(command -v deepinfer-model)")
 mid=(--quantize fp8-fp4 --seed 21 --vocab 8192 --hidden 4096 --heads 64 --head-dim 512
@@ -46,6 +48,12 @@ for part in "${parts[@]}"; do
         >"$out/device_forward_prefill.jsonl" 2>&1
       rm -rf "$(dirname "$model")"
       tail -n 12 "$out/device_forward.jsonl" "$out/device_forward_prefill.jsonl"
+      ;;
+    decode)
+      timeout 150 bench_decode --layers 8 --batches 1,8,64 --contexts 4096 >"$out/decode.jsonl" 2>&1
+      echo "bench_decode exit $?"
+      python3 bench/decode_table.py "$out/decode.jsonl" \
+        bench/data/decode/h200-2026-11-30-glue-torch-peer.jsonl
       ;;
     prefill)
       timeout 200 bench_prefill --contexts 8192 >"$out/prefill.jsonl" 2>&1
