@@ -105,7 +105,7 @@ class Builder {
     Linear(a + ".wkv", s_.head_dim, d, dense_);
     Norm(a + ".kv_norm", s_.head_dim);
     Linear(a + ".wo_a", static_cast<int64_t>(s_.o_groups) * s_.o_lora, hd / s_.o_groups, dense_);
-    Linear(a + ".wo_b", d, static_cast<int64_t>(s_.o_groups) * s_.o_lora, dense_);
+    Linear(a + ".wo_b", d, static_cast<int64_t>(s_.o_groups) * s_.o_lora, dense_, s_.residual_gain);
     Put(a + ".attn_sink", {s_.heads}, Random(s_.heads, 1.0f), Kind::kF32);
     if (ratio != 0) Compressor(a + ".compressor", s_.head_dim, ratio, ratio == 4);
     if (ratio == 4) {
@@ -133,13 +133,13 @@ class Builder {
     // Gains above 1 push some gate/up pre-activations past the +-10 SwiGLU clamp.
     for (int e = 0; e < s_.experts; ++e) {
       const std::string x = f + ".experts." + std::to_string(e);
-      Linear(x + ".w1", s_.moe_inter, d, expert_, 4.0f);
-      Linear(x + ".w3", s_.moe_inter, d, expert_, 4.0f);
-      Linear(x + ".w2", d, s_.moe_inter, expert_, 0.5f);
+      Linear(x + ".w1", s_.moe_inter, d, expert_, s_.expert_gain);
+      Linear(x + ".w3", s_.moe_inter, d, expert_, s_.expert_gain);
+      Linear(x + ".w2", d, s_.moe_inter, expert_, 0.5f * s_.residual_gain);
     }
-    Linear(f + ".shared_experts.w1", s_.moe_inter, d, dense_, 4.0f);
-    Linear(f + ".shared_experts.w3", s_.moe_inter, d, dense_, 4.0f);
-    Linear(f + ".shared_experts.w2", d, s_.moe_inter, dense_, 0.5f);
+    Linear(f + ".shared_experts.w1", s_.moe_inter, d, dense_, s_.expert_gain);
+    Linear(f + ".shared_experts.w3", s_.moe_inter, d, dense_, s_.expert_gain);
+    Linear(f + ".shared_experts.w2", d, s_.moe_inter, dense_, 0.5f * s_.residual_gain);
   }
 
   Status Build(const std::string& dir) {

@@ -33,6 +33,12 @@ struct TinySpec {
   int top_k = 2;
   int moe_inter = 64;
   long long max_position = 1048576;  // max_position_embeddings written to config.json
+  // Gain of the weights whose outputs join the residual streams (attention's wo_b, the experts'
+  // and shared expert's w2). Below 1 each layer moves the streams less, as a trained model's do,
+  // and last-bit differences grow less through the layers (docs/gpu.md, "How sensitive").
+  float residual_gain = 1.0f;
+  // Gain of the experts' gate and up weights: 4 pushes some pre-activations past the SwiGLU clamp.
+  float expert_gain = 4.0f;
 };
 
 /// Writes DIR/config.json and DIR/model.safetensors.

@@ -7,8 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include "engine/common/npy.h"
+#include "engine/model/quant.h"
+#include "engine/model/weights.h"
 #include "kernels/cuda_available.h"
 #include "tests/unit/test_util.h"
 
@@ -134,6 +138,37 @@ TEST_F(ModelToolTest, BadInputGivesClearErrors) {
   EXPECT_NE(r.out.find("--quantize"), std::string::npos);
   r = Tool("frobnicate");
   EXPECT_EQ(r.code, 2);
+}
+
+// --residual-gain scales exactly the weights whose outputs join the residual streams: at a power
+// of two the FP8 and MXFP4 block scales absorb it, so those weights dequantise to the default
+// model's times the gain, bit for bit, and every other weight is unchanged. Out of range: exit 2.
+TEST_F(ModelToolTest, ResidualGainScalesTheResidualBranchWeights) {
+  ToolRun r = Tool("make-tiny --out " + (dir_ / "g") +
+                   " --quantize fp8-fp4 --seed 5 --vocab 300 --residual-gain 0.25");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto base = LoadCheckpoint(model());
+  auto tame = LoadCheckpoint(dir_ / "g");
+  ASSERT_TRUE(base.ok() && tame.ok());
+  auto rows = [](const LinearWeight& w) {
+    std::vector<float> v(w.out * w.in);
+    for (int64_t o = 0; o < w.out; ++o) DequantizeRow(w, o, &v[o * w.in]);
+    return v;
+  };
+  const LayerWeights& b = (*base)->weights.layers[2];
+  const LayerWeights& t = (*tame)->weights.layers[2];
+  for (const auto& [bw, tw, gain] : {std::tuple{&b.attn.wo_b, &t.attn.wo_b, 0.25f},
+                                     {&b.ffn.experts[1].w2, &t.ffn.experts[1].w2, 0.25f},
+                                     {&b.ffn.shared.w2, &t.ffn.shared.w2, 0.25f},
+                                     {&b.attn.wq_a, &t.attn.wq_a, 1.0f},
+                                     {&b.ffn.experts[1].w1, &t.ffn.experts[1].w1, 1.0f}}) {
+    const std::vector<float> want = rows(*bw), got = rows(*tw);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i] * gain) << "at " << i;
+  }
+  r = Tool("make-tiny --out " + (dir_ / "h") + " --residual-gain 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--residual-gain"), std::string::npos) << r.out;
 }
 
 // Without a GPU (CI) --device cuda is a clear error, never a silent CPU run; with one it runs

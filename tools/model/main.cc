@@ -31,8 +31,10 @@ commands:
             [--ratios 0,0,4,128,4,128] [--hash-layers N] [--no-mtp] [--heads N] [--head-dim N]
             [--rope-dim N] [--q-lora N] [--o-groups N] [--o-lora N] [--window N]
             [--index-heads N] [--index-head-dim N] [--index-topk N] [--experts N] [--top-k N]
-            [--moe-inter N] [--max-position N]
+            [--moe-inter N] [--max-position N] [--residual-gain G] [--expert-gain G]
       Write a random small V4 checkpoint (config.json + model.safetensors, official names).
+      --residual-gain (default 1): gain of the weights whose outputs join the residual streams
+      (wo_b, the experts' w2); below 1 a tamer model. --expert-gain (default 4): gate and up.
   inspect --model DIR
       Print the config summary, tensor count, bytes by dtype and parameter count.
   logits --model DIR (--tokens 1,2,3 | --tokens-file FILE) --out FILE.npy
@@ -81,6 +83,18 @@ Result<long long> ToInt(const std::string& flag, const std::string& s) {
     return v;
   } catch (...) {
     return InvalidArgument(flag + " expects an integer, got '" + s + "'");
+  }
+}
+
+// A gain of make-tiny: a positive number up to 16.
+Result<float> ToGain(const std::string& flag, const std::string& s) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used != s.size() || !(v > 0.0 && v <= 16.0)) throw std::invalid_argument(s);
+    return static_cast<float>(v);
+  } catch (...) {
+    return InvalidArgument(flag + " expects a number above 0 and at most 16, got '" + s + "'");
   }
 }
 
@@ -152,6 +166,12 @@ Status MakeTiny(const Args& a) {
     s.compress_ratios.assign(r.begin(), r.end());
   }
   if (a.count("--no-mtp")) s.mtp = false;
+  if (a.count("--residual-gain")) {
+    DI_ASSIGN_OR_RETURN(s.residual_gain, ToGain("--residual-gain", a.at("--residual-gain")));
+  }
+  if (a.count("--expert-gain")) {
+    DI_ASSIGN_OR_RETURN(s.expert_gain, ToGain("--expert-gain", a.at("--expert-gain")));
+  }
   DI_RETURN_IF_ERROR(MakeTinyCheckpoint(s, a.at("--out")));
   std::printf("wrote %s (seed %llu, %s)\n", a.at("--out").c_str(),
               static_cast<unsigned long long>(s.seed), s.quantize.c_str());
@@ -324,8 +344,9 @@ int Main(int argc, char** argv) {
   const std::string cmd = argv[1];
   Status st;
   if (cmd == "make-tiny") {
-    std::vector<std::string> flags = {"--out", "--seed", "--quantize", "--max-position",
-                                      "--ratios"};
+    std::vector<std::string> flags = {"--out",          "--seed",   "--quantize",
+                                      "--max-position", "--ratios", "--residual-gain",
+                                      "--expert-gain"};
     for (const auto& f : TinyIntFlags()) flags.push_back(f.first);
     auto a = ParseArgs(argc, argv, 2, flags, {"--no-mtp"});
     st = a.ok() ? MakeTiny(*a) : a.status();
