@@ -148,6 +148,18 @@ inline std::pair<std::vector<int32_t>, ipc::TokenEvent> Drain(client::Client& c)
   return {e.tokens, e.end};
 }
 
+// The daemon's status once it contains `want` (its counters follow the events a client has
+// already seen), polled for up to 2 s; the last status read if it never does, or the error.
+inline Result<std::string> StatusOnceItHas(client::Client& c, const std::string& want) {
+  Result<std::string> status = std::string();
+  for (int i = 0; i < 100; ++i) {
+    status = c.GetStatus();
+    if (!status.ok() || status->find(want) != std::string::npos) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return status;
+}
+
 inline bool EndedDone(const Ended& r) {
   return r.end.kind == static_cast<uint16_t>(ipc::EventKind::kDone);
 }

@@ -191,12 +191,7 @@ TEST_F(DaemonTest, OverlappedAndPlainLoopsGiveTheSameOutputs) {
     }
     auto ended = DrainRequests(**c, 8);
     // Short prompts leave no snapshots: once idle, every pool block is back in the free list.
-    Result<std::string> status = std::string();
-    for (int i = 0; i < 100; ++i) {
-      status = (*c)->GetStatus();
-      if (!status.ok() || status->find("\"kv_blocks_in_use\":0,") != std::string::npos) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    const Result<std::string> status = StatusOnceItHas(**c, "\"kv_blocks_in_use\":0,");
     EXPECT_TRUE(status.ok());
     return std::make_pair(ended, status.ok() ? *status : std::string());
   };

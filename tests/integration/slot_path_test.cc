@@ -3,8 +3,6 @@
 // forward's, requests must fit their slot, and status reports the slots.
 #include <stdlib.h>
 
-#include <thread>
-
 #include "tests/integration/daemon_harness.h"
 
 namespace deepinfer {
@@ -44,12 +42,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     EXPECT_TRUE((*c)->Generate(open_ended).ok());
     ended[8] = DrainOne(**c);
     // Status reports the path; once idle, every slot is parked by the request that ended on it.
-    Result<std::string> status = std::string();
-    for (int i = 0; i < 100; ++i) {
-      status = (*c)->GetStatus();
-      if (!status.ok() || status->find(idle_free) != std::string::npos) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    const Result<std::string> status = StatusOnceItHas(**c, idle_free);
     EXPECT_TRUE(status.ok());
     if (status.ok()) statuses.push_back(*status);
     return ended;
@@ -112,12 +105,7 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
     // The status once the engine has put the second turn away (its counters follow the events).
     const std::string idle = park == "on" ? "\"slots_free\":1,\"slots_parked\":1"
                                           : "\"slots_free\":2,\"slots_parked\":0";
-    Result<std::string> status = std::string();
-    for (int i = 0; i < 100; ++i) {
-      status = (*c)->GetStatus();
-      if (!status.ok() || status->find(idle) != std::string::npos) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    const Result<std::string> status = StatusOnceItHas(**c, idle);
     EXPECT_TRUE(status.ok());
     return std::make_pair(second.tokens, status.ok() ? *status : std::string());
   };
