@@ -315,7 +315,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
                                          b.rank, s));
   if (p.cpu_order) {
     DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
-  } else if (rows == 1) {
+  } else if (group_rows == 1) {  // a one-row step (ExpertGroupRows)
     DI_CUDA_TRY(OneTokenExperts(p, L, capacity, s));
   } else {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
