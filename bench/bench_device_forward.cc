@@ -2,10 +2,11 @@
 // on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read;
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
-//                        [--max-context N] [--no-eager] [--prefill 128,512]
+//                        [--max-context N] [--no-eager] [--no-overlap] [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
-// --max-context: the slots' capacity (default: just enough); --no-eager: graphs only.
-// Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
+// --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
+// --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
+// overlap. Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
 // (dense weights in their formats, the experts uniform routing touches, cache rows and indexer
 // keys) and that against 4.3 TB/s. --prefill C,...: for each chunk size, one sequence's
 // --context prompt tokens in chunks of C (the last row's logits each), timed whole.
@@ -23,6 +24,7 @@
 
 #include "engine/backend/cuda/device_forward.h"
 #include "engine/model/weights.h"
+#include "kernels/launch.cuh"
 
 namespace {
 
@@ -143,6 +145,10 @@ int main(int argc, char** argv) {
       eager = false;
       continue;
     }
+    if (flag == "--no-overlap") {
+      deepinfer::kernels::SetOverlappedLaunches(false);
+      continue;
+    }
     if (i + 1 >= argc) {
       bad = true;
       break;
@@ -169,9 +175,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (bad || model.empty() || context < 1 || steps < 1) {
-    std::fprintf(stderr,
-                 "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
-                 "[--steps 64] [--max-context N] [--no-eager] [--prefill 128,512]\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
+        "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--prefill 128,512]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -215,10 +222,11 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
-          "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld}\n",
+          "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
-          (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context));
+          (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context),
+          deepinfer::kernels::OverlappedLaunches() ? "true" : "false");
       std::fflush(stdout);
     }
   }

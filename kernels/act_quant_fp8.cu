@@ -8,6 +8,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/gemm_fp8.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -17,6 +18,7 @@ constexpr int kThreads = 256;
 
 __global__ void E8m0ToF32Kernel(const uint8_t* __restrict__ src, int64_t n,
                                 float* __restrict__ dst) {
+  AwaitProducers();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -27,6 +29,7 @@ __global__ void E8m0ToF32Kernel(const uint8_t* __restrict__ src, int64_t n,
 // dst[p, l] for l < ld: the e8m0 grid [rows, cols] with each row padded to ld entries of 0.
 __global__ void WeightScaleKernel(const uint8_t* __restrict__ src, int64_t rows, int64_t cols,
                                   int64_t ld, float* __restrict__ dst) {
+  AwaitProducers();
   const int64_t total = rows * ld;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -41,6 +44,7 @@ __global__ void WeightScaleKernel(const uint8_t* __restrict__ src, int64_t rows,
 __global__ void QuantizeActKernel(const float* __restrict__ x, int64_t rows, int64_t padded_rows,
                                   int64_t in, int64_t blocks, bool vector_loads,
                                   uint8_t* __restrict__ xq, float* __restrict__ x_scale) {
+  AwaitProducers();
   const int lane = threadIdx.x & 31;
   const int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (task >= padded_rows * blocks) return;
@@ -96,7 +100,8 @@ unsigned GridFor(int64_t n) {
 int E8m0ToF32(const uint8_t* e8m0, int64_t n, float* dst, void* stream) {
   if (n < 0 || (n > 0 && (e8m0 == nullptr || dst == nullptr))) return kFp8GemmBadArgument;
   if (n == 0) return 0;
-  E8m0ToF32Kernel<<<GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(e8m0, n, dst);
+  LaunchKernel(E8m0ToF32Kernel, GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), e8m0, n,
+               dst);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -104,8 +109,8 @@ int Fp8WeightScalesToF32(const uint8_t* e8m0, int64_t out, int64_t in, float* w_
                          void* stream) {
   if (out <= 0 || in <= 0 || e8m0 == nullptr || w_scale == nullptr) return kFp8GemmBadArgument;
   const int64_t rows = Fp8Blocks128(out), cols = Fp8Blocks128(in), ld = Fp8WeightScaleLd(in);
-  WeightScaleKernel<<<GridFor(rows * ld), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      e8m0, rows, cols, ld, w_scale);
+  LaunchKernel(WeightScaleKernel, GridFor(rows * ld), kThreads, 0,
+               static_cast<cudaStream_t>(stream), e8m0, rows, cols, ld, w_scale);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -120,9 +125,9 @@ int QuantizeActFp8(const float* x, int64_t rows, int64_t in, uint8_t* xq, float*
   const int64_t grid = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (grid > 0x7fffffff) return kFp8GemmBadArgument;
   const bool vector_loads = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  QuantizeActKernel<<<static_cast<unsigned>(grid), kThreads, 0,
-                      static_cast<cudaStream_t>(stream)>>>(x, rows, padded, in, blocks,
-                                                           vector_loads, xq, x_scale);
+  LaunchKernel(QuantizeActKernel, static_cast<unsigned>(grid), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, rows, padded, in, blocks, vector_loads, xq,
+               x_scale);
   return static_cast<int>(cudaGetLastError());
 }
 

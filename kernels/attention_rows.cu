@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention_rows.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -21,6 +22,7 @@ __device__ __forceinline__ int64_t CompressedCount(const AttentionRowsArgs& a, i
 
 // One block: each query's count, then an inclusive scan over the queries in chunks.
 __global__ void __launch_bounds__(kThreads) OffsetsKernel(AttentionRowsArgs a, int64_t* offsets) {
+  AwaitProducers();
   __shared__ int64_t scan[kThreads];
   __shared__ int64_t carry;
   if (threadIdx.x == 0) {
@@ -48,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) OffsetsKernel(AttentionRowsArgs a, i
 
 __global__ void __launch_bounds__(kThreads)
     RowsKernel(AttentionRowsArgs a, const int64_t* offsets, int32_t* row_index) {
+  AwaitProducers();
   const int64_t q = blockIdx.x;
   int32_t* out = row_index + offsets[q];
   const int64_t first = WindowFirst(a, q), n_window = a.pos[q] - first + 1;
@@ -74,8 +77,8 @@ int BuildAttentionRows(const AttentionRowsArgs& a, int64_t* offsets, int32_t* ro
   }
   if (a.queries == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
-  OffsetsKernel<<<1, kThreads, 0, s>>>(a, offsets);
-  RowsKernel<<<static_cast<unsigned>(a.queries), kThreads, 0, s>>>(a, offsets, row_index);
+  LaunchKernel(OffsetsKernel, 1, kThreads, 0, s, a, offsets);
+  LaunchKernel(RowsKernel, static_cast<unsigned>(a.queries), kThreads, 0, s, a, offsets, row_index);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/compress.h"
 #include "kernels/exact_math.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(kThreads)
                          const float* ape, const int64_t* pos, const int64_t* seg_begin,
                          const int32_t* state_slot, float* kv_state, float* gate_state,
                          float* pooled, int32_t* emitted) {
+  AwaitProducers();
   __shared__ float weight[kMaxSlots][kChannels], value[kMaxSlots][kChannels];
   __shared__ float max_part[kThreads / kChannels][kChannels], denom_s[kChannels];
   const int m = sh.ratio, width = sh.width, proj = sh.proj();
@@ -109,9 +111,9 @@ int CompressorPool(const CompressorShape& shape, const float* kv, const float* g
   if (segments == 0) return 0;
   const dim3 grid(static_cast<unsigned>(segments),
                   static_cast<unsigned>((shape.width + kChannels - 1) / kChannels));
-  CompressorPoolKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      shape, kv, gate, row_stride, ape, pos, seg_begin, state_slot, kv_state, gate_state, pooled,
-      emitted);
+  LaunchKernel(CompressorPoolKernel, grid, kThreads, 0, static_cast<cudaStream_t>(stream), shape,
+               kv, gate, row_stride, ape, pos, seg_begin, state_slot, kv_state, gate_state, pooled,
+               emitted);
   return cudaGetLastError();
 }
 

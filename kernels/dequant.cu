@@ -2,6 +2,7 @@
 
 #include "kernels/dequant.h"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -15,6 +16,7 @@ __device__ __forceinline__ float E2M1(uint8_t nibble) {
 __global__ void DequantFp8Kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                  int64_t out, int64_t in, int block_out, int block_in,
                                  float* __restrict__ y) {
+  AwaitProducers();
   const int64_t n = out * in;
   const int64_t scale_cols = (in + block_in - 1) / block_in;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -26,6 +28,7 @@ __global__ void DequantFp8Kernel(const uint8_t* __restrict__ w, const uint8_t* _
 
 __global__ void DequantFp4Kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                  int64_t out, int64_t in, float* __restrict__ y) {
+  AwaitProducers();
   const int64_t n_bytes = out * in / 2;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_bytes;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -46,16 +49,16 @@ int Blocks(int64_t n) {
 
 int DequantFp8Block(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, int block_out,
                     int block_in, float* y, void* stream) {
-  DequantFp8Kernel<<<Blocks(out * in), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      w, scale, out, in, block_out, block_in, y);
+  LaunchKernel(DequantFp8Kernel, Blocks(out * in), 256, 0, static_cast<cudaStream_t>(stream), w,
+               scale, out, in, block_out, block_in, y);
   return static_cast<int>(cudaGetLastError());
 }
 
 int DequantFp4Block32(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, float* y,
                       void* stream) {
   if (in % 32 != 0) return static_cast<int>(cudaErrorInvalidValue);
-  DequantFp4Kernel<<<Blocks(out * in / 2), 256, 0, static_cast<cudaStream_t>(stream)>>>(w, scale,
-                                                                                        out, in, y);
+  LaunchKernel(DequantFp4Kernel, Blocks(out * in / 2), 256, 0, static_cast<cudaStream_t>(stream), w,
+               scale, out, in, y);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/exact_math.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -50,6 +51,7 @@ __device__ float Dot(StoredFormat f, const uint8_t* w, const uint8_t* scale, int
 __global__ void DotKernel(StoredFormat f, const uint8_t* w, const uint8_t* scale, int64_t out_begin,
                           int64_t out, int64_t in, const float* x, int64_t x_stride, int64_t rows,
                           float* y, int64_t y_stride) {
+  AwaitProducers();
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (k >= rows * out) return;
   const int64_t r = k / out, o = k % out;
@@ -59,6 +61,7 @@ __global__ void DotKernel(StoredFormat f, const uint8_t* w, const uint8_t* scale
 __global__ void ExpertKernel(const uint8_t* const* weights, const uint8_t* const* scales,
                              int64_t out, int64_t in, const ExpertGroup* groups, const float* x,
                              float* y, const int32_t* live_groups, int first) {
+  AwaitProducers();
   const int g = first + static_cast<int>(blockIdx.y);
   if (live_groups != nullptr && g >= *live_groups) return;
   const ExpertGroup& grp = groups[g];
@@ -80,9 +83,9 @@ int QuantizedDotCpuOrder(StoredFormat format, const uint8_t* w, const uint8_t* s
   if (rows < 0 || out < 0 || in < 1) return cudaErrorInvalidValue;
   if (rows == 0 || out == 0) return 0;
   const int64_t n = rows * out;
-  DotKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
-              static_cast<cudaStream_t>(stream)>>>(format, w, scale, out_begin, out, in, x,
-                                                   x_stride, rows, y, y_stride);
+  LaunchKernel(DotKernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
+               static_cast<cudaStream_t>(stream), format, w, scale, out_begin, out, in, x, x_stride,
+               rows, y, y_stride);
   return cudaGetLastError();
 }
 
@@ -96,8 +99,8 @@ int Fp4ExpertCpuOrder(const uint8_t* const* weights, const uint8_t* const* scale
   for (int first = 0; first < n_groups; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((kExpertGroupRows * out + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
-    ExpertKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        weights, scales, out, in, groups, x, y, live_groups, first);
+    LaunchKernel(ExpertKernel, grid, kThreads, 0, static_cast<cudaStream_t>(stream), weights,
+                 scales, out, in, groups, x, y, live_groups, first);
   }
   return cudaGetLastError();
 }

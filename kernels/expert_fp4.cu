@@ -6,6 +6,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                     const ExpertGroup* __restrict__ groups, int first,
                     const int32_t* __restrict__ live, const float* __restrict__ x,
                     float* __restrict__ y) {
+  AwaitProducers();
   if (live != nullptr && first + static_cast<int>(blockIdx.y) >= *live) return;
   __shared__ ExpertGroup group;
   if (threadIdx.x == 0) group = groups[first + blockIdx.y];
@@ -174,8 +176,8 @@ void LaunchRows(const LaunchMats& mats, int64_t out, int64_t in, const ExpertGro
   for (int first = 0; first < n_groups; first += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
                     static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
-    Fp4ExpertKernel<Outs, MaxRows, Paired>
-        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(mats, out, in, groups, first, live, x, y);
+    LaunchKernel(Fp4ExpertKernel<Outs, MaxRows, Paired>, grid, kWarpsPerBlock * 32, 0, stream, mats,
+                 out, in, groups, first, live, x, y);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/expert_fp4.h"
 #include "kernels/fp4_e4m3.h"
+#include "kernels/launch.cuh"
 #include "kernels/mma_sm90.cuh"
 
 namespace deepinfer::kernels {
@@ -308,6 +309,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                        const ExpertGroup* __restrict__ groups, int n_groups, int first,
                        const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
                        const float* __restrict__ x_scale, int64_t x_rows) {
+  AwaitProducers();
   const int g0 = (first + static_cast<int>(blockIdx.y)) * kRun;
   const int end = min(g0 + kRun, live != nullptr ? min(*live, n_groups) : n_groups);
   if (g0 >= end) return;
@@ -343,8 +345,8 @@ void LaunchExpertMma(const MmaMats& mats, int matrices, int64_t out, int64_t in,
     const dim3 grid(static_cast<unsigned>((out + 16 * kWarps - 1) / (16 * kWarps)),
                     static_cast<unsigned>(std::min(kMaxGridY, windows - first)),
                     static_cast<unsigned>(matrices));
-    Fp4ExpertMmaKernel<kRun><<<grid, kWarps * 32, 0, stream>>>(
-        mats, out, in, groups, n_groups, first, live_groups, xq, x_scale, x_rows);
+    LaunchKernel(Fp4ExpertMmaKernel<kRun>, grid, kWarps * 32, 0, stream, mats, out, in, groups,
+                 n_groups, first, live_groups, xq, x_scale, x_rows);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/forward_glue.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -16,6 +17,7 @@ unsigned Blocks(int64_t n, int per_block) {
 
 __global__ void EmbedKernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ tokens,
                             int64_t n, int64_t dim, int copies, float* __restrict__ out) {
+  AwaitProducers();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * dim) return;
   const int64_t t = i / dim, c = i % dim;
@@ -25,6 +27,7 @@ __global__ void EmbedKernel(const uint16_t* __restrict__ table, const int32_t* _
 
 __global__ void GatherKernel(const float* __restrict__ x, int64_t width,
                              const int32_t* __restrict__ rows, int64_t n, float* __restrict__ y) {
+  AwaitProducers();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * width) return;
   y[i] = x[rows[i / width] * width + i % width];
@@ -32,6 +35,7 @@ __global__ void GatherKernel(const float* __restrict__ x, int64_t width,
 
 // One warp per 128-value block: lane l holds values 4l .. 4l + 3 of it.
 __global__ void QdqFp8Kernel(const float* x, int64_t rows, int64_t dim, float* y) {
+  AwaitProducers();
   const int lane = threadIdx.x & 31;
   const int64_t blocks_per_row = (dim + 127) / 128;
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -72,6 +76,7 @@ __device__ float RoundE2M1(float q) {
 __global__ void HadamardFp4Kernel(const float* x, int64_t rows, int dim,
                                   const int32_t* __restrict__ dest, float* out_f32,
                                   uint16_t* __restrict__ out_bf16) {
+  AwaitProducers();
   __shared__ float buf[kWarps][128];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
@@ -110,11 +115,13 @@ __global__ void HadamardFp4Kernel(const float* x, int64_t rows, int dim,
 }
 
 __global__ void SetKernel(float* x, int64_t n, float value) {
+  AwaitProducers();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] = value;
 }
 
 __global__ void ScaleKernel(float* x, int64_t n, float factor) {
+  AwaitProducers();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= factor;
 }
@@ -127,16 +134,16 @@ int EmbedRows(const uint16_t* table, const int32_t* tokens, int64_t n, int64_t d
               float* out, void* stream) {
   if (n < 0 || dim < 1 || copies < 1) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  EmbedKernel<<<Blocks(n * dim, kThreads), kThreads, 0, S(stream)>>>(table, tokens, n, dim, copies,
-                                                                     out);
+  LaunchKernel(EmbedKernel, Blocks(n * dim, kThreads), kThreads, 0, S(stream), table, tokens, n,
+               dim, copies, out);
   return cudaGetLastError();
 }
 
 int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream) {
   if (rows < 0 || dim < 1) return cudaErrorInvalidValue;
   if (rows == 0) return 0;
-  QdqFp8Kernel<<<Blocks(rows * ((dim + 127) / 128), kWarps), kThreads, 0, S(stream)>>>(x, rows, dim,
-                                                                                       y);
+  LaunchKernel(QdqFp8Kernel, Blocks(rows * ((dim + 127) / 128), kWarps), kThreads, 0, S(stream), x,
+               rows, dim, y);
   return cudaGetLastError();
 }
 
@@ -144,8 +151,8 @@ int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, 
                     uint16_t* out_bf16, void* stream) {
   if (rows < 0 || dim < 32 || dim > 128 || (dim & (dim - 1)) != 0) return cudaErrorInvalidValue;
   if (rows == 0) return 0;
-  HadamardFp4Kernel<<<Blocks(rows, kWarps), kThreads, 0, S(stream)>>>(x, rows, dim, dest, out_f32,
-                                                                      out_bf16);
+  LaunchKernel(HadamardFp4Kernel, Blocks(rows, kWarps), kThreads, 0, S(stream), x, rows, dim, dest,
+               out_f32, out_bf16);
   return cudaGetLastError();
 }
 
@@ -153,21 +160,22 @@ int GatherRows(const float* x, int64_t width, const int32_t* rows, int64_t n, fl
                void* stream) {
   if (n < 0 || width < 1) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  GatherKernel<<<Blocks(n * width, kThreads), kThreads, 0, S(stream)>>>(x, width, rows, n, y);
+  LaunchKernel(GatherKernel, Blocks(n * width, kThreads), kThreads, 0, S(stream), x, width, rows, n,
+               y);
   return cudaGetLastError();
 }
 
 int SetFloats(float* x, int64_t n, float value, void* stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  SetKernel<<<Blocks(n, kThreads), kThreads, 0, S(stream)>>>(x, n, value);
+  LaunchKernel(SetKernel, Blocks(n, kThreads), kThreads, 0, S(stream), x, n, value);
   return cudaGetLastError();
 }
 
 int ScaleFloats(float* x, int64_t n, float factor, void* stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  ScaleKernel<<<Blocks(n, kThreads), kThreads, 0, S(stream)>>>(x, n, factor);
+  LaunchKernel(ScaleKernel, Blocks(n, kThreads), kThreads, 0, S(stream), x, n, factor);
   return cudaGetLastError();
 }
 

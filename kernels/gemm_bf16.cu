@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/gemm_bf16.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -12,6 +13,7 @@ constexpr int kCublasError = 1000;
 // hi = bf16(x), lo = bf16(x - hi): x - hi is exact in fp32, so hi + lo carries x to ~16 bits.
 __global__ void SplitKernel(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ hi,
                             __nv_bfloat16* __restrict__ lo) {
+  AwaitProducers();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
@@ -53,7 +55,7 @@ int Bf16Gemm(Bf16GemmContext& ctx, const uint16_t* w, int64_t out, int64_t in, c
   auto s = static_cast<cudaStream_t>(stream);
   auto* hi = reinterpret_cast<__nv_bfloat16*>(split);
   __nv_bfloat16* lo = hi + rows * in;
-  SplitKernel<<<1024, 256, 0, s>>>(x, rows * in, hi, lo);
+  LaunchKernel(SplitKernel, 1024, 256, 0, s, x, rows * in, hi, lo);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
   auto h = static_cast<cublasHandle_t>(ctx.handle_);
   if (const cublasStatus_t st = cublasSetStream(h, s); st != CUBLAS_STATUS_SUCCESS) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/indexer.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -16,6 +17,7 @@ __global__ void __launch_bounds__(kKeys* kQuarters)
     IndexerKernel(const float* __restrict__ q, const float* __restrict__ w, int heads,
                   const float* __restrict__ keys, int64_t key_stride, int64_t n_keys,
                   float* __restrict__ out) {
+  AwaitProducers();
   extern __shared__ float4 smem[];
   float* qs = reinterpret_cast<float*>(smem);  // [heads][128]
   float* ks = qs + kMaxHeads * kDim;           // [64][132]
@@ -76,9 +78,9 @@ int IndexerScoresBatch(const float* q, const float* w, int64_t batch, int heads,
   for (int64_t b = 0; b < batch; b += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((n_keys + kKeys - 1) / kKeys),
                     static_cast<unsigned>(std::min(kMaxGridY, batch - b)));
-    IndexerKernel<<<grid, kKeys * kQuarters, smem, static_cast<cudaStream_t>(stream)>>>(
-        q + b * heads * kDim, w + b * heads, heads, keys + b * key_stride, key_stride, n_keys,
-        out + b * n_keys);
+    LaunchKernel(IndexerKernel, grid, kKeys * kQuarters, smem, static_cast<cudaStream_t>(stream),
+                 q + b * heads * kDim, w + b * heads, heads, keys + b * key_stride, key_stride,
+                 n_keys, out + b * n_keys);
   }
   return static_cast<int>(cudaGetLastError());
 }

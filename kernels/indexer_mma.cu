@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/indexer.h"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                      const uint16_t* __restrict__ keys, int64_t key_stride,
                      const int32_t* __restrict__ key_set, const int32_t* __restrict__ key_counts,
                      int64_t n_keys, float* __restrict__ out) {
+  AwaitProducers();
   __shared__ float partial[kWarps][kKeysPerBlock];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t b = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
@@ -127,10 +129,11 @@ int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, c
     const dim3 grid(static_cast<unsigned>((n_keys + per_block - 1) / per_block),
                     static_cast<unsigned>(std::min(kMaxGridY, batch - b)));
     auto kernel = wide ? IndexerMmaKernel<256> : IndexerMmaKernel<64>;
-    kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-        q + b * heads * kDim, w + b * heads, key_set != nullptr ? keys : keys + b * key_stride,
-        key_stride, key_set != nullptr ? key_set + b : nullptr,
-        key_counts != nullptr ? key_counts + b : nullptr, n_keys, out + b * n_keys);
+    LaunchKernel(kernel, grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream),
+                 q + b * heads * kDim, w + b * heads,
+                 key_set != nullptr ? keys : keys + b * key_stride, key_stride,
+                 key_set != nullptr ? key_set + b : nullptr,
+                 key_counts != nullptr ? key_counts + b : nullptr, n_keys, out + b * n_keys);
   }
   return static_cast<int>(cudaGetLastError());
 }

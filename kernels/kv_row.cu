@@ -5,6 +5,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/kv_row.cuh"
+#include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -14,6 +15,7 @@ constexpr int kWarps = 8;
 __global__ void __launch_bounds__(kWarps * 32)
     PackKvRowsKernel(const float* __restrict__ rows, int64_t n, const int32_t* __restrict__ dest,
                      uint8_t* __restrict__ packed) {
+  AwaitProducers();
   const int lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= n) return;
@@ -68,6 +70,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 __global__ void __launch_bounds__(kWarps * 32)
     UnpackKvRowsKernel(const uint8_t* __restrict__ packed, int64_t n,
                        const int32_t* __restrict__ src, float* __restrict__ rows) {
+  AwaitProducers();
   const int lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= n) return;
@@ -90,16 +93,16 @@ bool Aligned(const void* p, uintptr_t bytes) {
 int PackKvRows(const float* rows, int64_t n, uint8_t* packed, void* stream, const int32_t* dest) {
   if (n < 0 || !Aligned(rows, 16) || !Aligned(packed, 8)) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  PackKvRowsKernel<<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
-                     static_cast<cudaStream_t>(stream)>>>(rows, n, dest, packed);
+  LaunchKernel(PackKvRowsKernel, static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
+               static_cast<cudaStream_t>(stream), rows, n, dest, packed);
   return cudaGetLastError();
 }
 
 int UnpackKvRows(const uint8_t* packed, int64_t n, float* rows, void* stream, const int32_t* src) {
   if (n < 0 || !Aligned(rows, 16) || !Aligned(packed, 8)) return cudaErrorInvalidValue;
   if (n == 0) return 0;
-  UnpackKvRowsKernel<<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
-                       static_cast<cudaStream_t>(stream)>>>(packed, n, src, rows);
+  LaunchKernel(UnpackKvRowsKernel, static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0,
+               static_cast<cudaStream_t>(stream), packed, n, src, rows);
   return cudaGetLastError();
 }
 

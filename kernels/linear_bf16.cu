@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/linear_bf16.h"
 
 namespace deepinfer::kernels {
@@ -17,6 +18,7 @@ template <int Outs, int Rows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Bf16GemvKernel(const uint16_t* __restrict__ w, int64_t out, int64_t in,
                    const float* __restrict__ x, float* __restrict__ y, int split) {
+  AwaitProducers();
   __shared__ float red[kWarpsPerBlock * Outs * Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t o0 =
@@ -74,8 +76,8 @@ void LaunchRows(const uint16_t* w, int64_t out, int64_t in, const float* x, floa
   int split = 1;
   while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
   const int64_t per_block = kWarpsPerBlock / split * Outs;
-  Bf16GemvKernel<Outs, Rows><<<static_cast<unsigned>((out + per_block - 1) / per_block),
-                               kWarpsPerBlock * 32, 0, stream>>>(w, out, in, x, y, split);
+  LaunchKernel(Bf16GemvKernel<Outs, Rows>, static_cast<unsigned>((out + per_block - 1) / per_block),
+               kWarpsPerBlock * 32, 0, stream, w, out, in, x, y, split);
 }
 
 // Rows as a template argument keeps the accumulators in registers.

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/linear_fp8.h"
 
 namespace deepinfer::kernels {
@@ -23,6 +24,7 @@ template <int Rows>
 __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                               int64_t out, int64_t in, const float* __restrict__ x,
                               float* __restrict__ y, GroupStrides g) {
+  AwaitProducers();
   w += blockIdx.y * g.w;
   scale += blockIdx.y * g.scale;
   x += blockIdx.y * g.x;
@@ -72,6 +74,7 @@ template <int Rows, int Outs>
 __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                   int64_t out, int64_t in, const float* __restrict__ x,
                                   float* __restrict__ y, GroupStrides g, int split) {
+  AwaitProducers();
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   w += blockIdx.y * g.w;
   scale += blockIdx.y * g.scale;
@@ -170,9 +173,9 @@ void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in,
                 float* y, int groups, GroupStrides g, cudaStream_t stream) {
   const int split = ColumnSplit(out, in, groups);
   const int64_t per_block = kWarpsPerBlock / split * Outs;
-  Fp8GemvWideKernel<Rows, Outs>
-      <<<dim3(static_cast<unsigned>((out + per_block - 1) / per_block), groups),
-         32 * kWarpsPerBlock, 0, stream>>>(w, scale, out, in, x, y, g, split);
+  LaunchKernel(Fp8GemvWideKernel<Rows, Outs>,
+               dim3(static_cast<unsigned>((out + per_block - 1) / per_block), groups),
+               32 * kWarpsPerBlock, 0, stream, w, scale, out, in, x, y, g, split);
 }
 
 template <int Rows>
@@ -195,9 +198,8 @@ int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, cons
       LaunchWide<Rows, 1>(w, scale, out, in, x, y, groups, g, stream);
     }
   } else {
-    Fp8GemvKernel<Rows>
-        <<<dim3(static_cast<unsigned>(blocks), groups), 32 * kWarpsPerBlock, 0, stream>>>(
-            w, scale, out, in, x, y, g);
+    LaunchKernel(Fp8GemvKernel<Rows>, dim3(static_cast<unsigned>(blocks), groups),
+                 32 * kWarpsPerBlock, 0, stream, w, scale, out, in, x, y, g);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/kv_row.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/mqa_decode.h"
 
 namespace deepinfer::kernels {
@@ -22,6 +23,7 @@ __global__ void __launch_bounds__(kThreads)
     MqaSplitKernel(const float* __restrict__ q, const void* __restrict__ rows_any,
                    const int32_t* __restrict__ row_index, const int64_t* __restrict__ offsets,
                    int heads, float scale, int splits, float* __restrict__ partial) {
+  AwaitProducers();
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);  // [16][512]
   float* ks = qs + kHeadsPerBlock * kDim;       // [32][516]
@@ -133,6 +135,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     MqaCombineKernel(const float* __restrict__ partial, int heads, int splits,
                      const float* __restrict__ sinks, float* __restrict__ o) {
+  AwaitProducers();
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
   const float* p = partial + (t * splits * heads + h) * (kDim + 2);
@@ -183,11 +186,11 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return static_cast<int>(attr);
   auto s = static_cast<cudaStream_t>(stream);
-  MqaSplitKernel<Fp8Rows>
-      <<<dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads, smem,
-         s>>>(q, rows, row_index, offsets, heads, scale, splits, scratch);
-  MqaCombineKernel<<<dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s>>>(
-      scratch, heads, splits, sinks, o);
+  LaunchKernel(MqaSplitKernel<Fp8Rows>,
+               dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads,
+               smem, s, q, rows, row_index, offsets, heads, scale, splits, scratch);
+  LaunchKernel(MqaCombineKernel, dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s,
+               scratch, heads, splits, sinks, o);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/norm_fast.h"
 
 namespace deepinfer::kernels {
@@ -22,6 +23,7 @@ __device__ float BlockSum(float v) {
 
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y) {
+  AwaitProducers();
   const float* xr = x + blockIdx.x * dim;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss += xr[i] * xr[i];
@@ -37,6 +39,7 @@ __global__ void __launch_bounds__(kThreads)
 // added in a fixed order afterwards, so results do not depend on scheduling.
 __global__ void __launch_bounds__(kThreads)
     HyperDotsKernel(const float* fn, const float* streams, int64_t flat, int mix, float* out) {
+  AwaitProducers();
   const int k = blockIdx.y;
   const int64_t quads = flat / 4, per = (quads + kHyperSlices - 1) / kHyperSlices;
   const int64_t begin = blockIdx.z * per, end = begin + per < quads ? begin + per : quads;
@@ -63,6 +66,7 @@ template <int N>
 __global__ void __launch_bounds__(kThreads)
     HyperRowDotsKernel(const float* fn, const float* streams, int64_t rows, int64_t flat,
                        float* out) {
+  AwaitProducers();
   constexpr int kMix = (2 + N) * N;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock;
   float acc[kRowsPerBlock][kMix + 1] = {};
@@ -182,6 +186,7 @@ __global__ void __launch_bounds__(kCollapseThreads)
                         float norm_eps, float hc_eps, int iters, float* post, float* comb,
                         float* collapsed, const float* norm_weight, float* normed,
                         float* normed_fp8) {
+  AwaitProducers();
   constexpr int kMix = Head ? N : (2 + N) * N;
   __shared__ float d[kMix + 1];
   __shared__ float pre[N];
@@ -273,9 +278,9 @@ void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* do
                                          post, comb, collapsed, norm_weight, normed, normed_fp8, s);
     }
   }
-  HyperCollapseKernel<N, Head><<<static_cast<unsigned>(rows), kCollapseThreads, 0, s>>>(
-      w, streams, dots, dim, norm_eps, hc_eps, iters, post, comb, collapsed, norm_weight, normed,
-      normed_fp8);
+  LaunchKernel(HyperCollapseKernel<N, Head>, static_cast<unsigned>(rows), kCollapseThreads, 0, s, w,
+               streams, dots, dim, norm_eps, hc_eps, iters, post, comb, collapsed, norm_weight,
+               normed, normed_fp8);
 }
 
 }  // namespace
@@ -283,8 +288,8 @@ void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* do
 int RmsNormFast(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
                 void* stream) {
   if (rows == 0) return 0;
-  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, weight, dim, eps, y);
+  LaunchKernel(RmsNormKernel, static_cast<unsigned>(rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, weight, dim, eps, y);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -299,12 +304,12 @@ int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int6
   auto s = static_cast<cudaStream_t>(stream);
   const int mix = (2 + n) * n;
   if (rows >= 64 && n == 4) {  // V4's four streams; other widths take the sliced path
-    HyperRowDotsKernel<4>
-        <<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, s>>>(
-            w.fn, streams, rows, n * dim, scratch);
+    LaunchKernel(HyperRowDotsKernel<4>,
+                 static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, s,
+                 w.fn, streams, rows, n * dim, scratch);
   } else {
-    HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices), kThreads, 0, s>>>(
-        w.fn, streams, n * dim, mix, scratch);
+    LaunchKernel(HyperDotsKernel, dim3(static_cast<unsigned>(rows), mix + 1, kHyperSlices),
+                 kThreads, 0, s, w.fn, streams, n * dim, mix, scratch);
   }
   LaunchCollapse<1, false>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, sinkhorn_iters,
                            post, comb, collapsed, norm_weight, normed, normed_fp8, s);
@@ -319,8 +324,8 @@ int HyperHeadFast(HyperWeights w, const float* streams, int64_t rows, int n, int
   }
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
-  HyperDotsKernel<<<dim3(static_cast<unsigned>(rows), n + 1, kHyperSlices), kThreads, 0, s>>>(
-      w.fn, streams, n * dim, n, scratch);
+  LaunchKernel(HyperDotsKernel, dim3(static_cast<unsigned>(rows), n + 1, kHyperSlices), kThreads, 0,
+               s, w.fn, streams, n * dim, n, scratch);
   LaunchCollapse<1, true>(n, w, streams, scratch, rows, dim, norm_eps, hc_eps, 0, nullptr, nullptr,
                           collapsed, norm_weight, normed, normed_fp8, s);
   return static_cast<int>(cudaGetLastError());

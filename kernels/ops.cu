@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/exact_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/ops.h"
 
 namespace deepinfer::kernels {
@@ -38,6 +39,7 @@ __device__ float OrderedFinish(const float* lanes, const float* a, B b, int64_t 
 
 __global__ void DotRowsKernel(const float* w, const float* x, int64_t rows, int64_t n_out,
                               int64_t in, float* y) {
+  AwaitProducers();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * n_out) return;
   const int64_t r = idx / n_out, o = idx % n_out;
@@ -46,6 +48,7 @@ __global__ void DotRowsKernel(const float* w, const float* x, int64_t rows, int6
 
 __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
                               float* y) {
+  AwaitProducers();
   __shared__ float inv_shared;
   const float* xr = x + blockIdx.x * dim;
   if (threadIdx.x == 0) {
@@ -62,6 +65,7 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
 
 __global__ void RopeKernel(float* x, int64_t total, int heads, int head_dim, int rope_dim,
                            const float* inv_freq, const int64_t* positions, bool inverse) {
+  AwaitProducers();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int half = rope_dim / 2;
   if (idx >= total * half) return;
@@ -79,6 +83,7 @@ __global__ void RopeKernel(float* x, int64_t total, int heads, int head_dim, int
 
 __global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, float limit,
                              float* out) {
+  AwaitProducers();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   out[i] = SwiGluF(gate[i], up[i], limit);
@@ -91,6 +96,7 @@ template <bool Head>
 __global__ void HyperKernel(HyperWeights w, const float* streams, int n, int64_t dim,
                             float norm_eps, float hc_eps, int iters, float* post, float* comb,
                             float* collapsed) {
+  AwaitProducers();
   __shared__ float lanes[64 * 8];
   __shared__ float m[64];
   __shared__ float pre[8];
@@ -157,6 +163,7 @@ __global__ void HyperKernel(HyperWeights w, const float* streams, int n, int64_t
 
 __global__ void HyperPostKernel(const float* streams, const float* y, const float* post,
                                 const float* comb, int64_t total, int n, int64_t dim, float* out) {
+  AwaitProducers();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total) return;
   const int64_t c = idx % dim;
@@ -176,6 +183,7 @@ __global__ void HyperPostKernel(const float* streams, const float* y, const floa
 __global__ void SparseAttentionKernel(const float* q, const float* rows, const int64_t* offsets,
                                       int heads, int head_dim, const float* sinks, float scale,
                                       float* o) {
+  AwaitProducers();
   extern __shared__ float p[];
   __shared__ float scratch[32];
   __shared__ float denom_shared;
@@ -209,6 +217,7 @@ __global__ void SparseAttentionKernel(const float* q, const float* rows, const i
 
 __global__ void IndexerScoresKernel(const float* q, const float* w, int heads, int head_dim,
                                     const float* keys, int64_t n_keys, float* out) {
+  AwaitProducers();
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n_keys) return;
   const float* k = keys + j * head_dim;
@@ -226,16 +235,16 @@ unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / k
 int DotRowsCpuOrder(const float* w, const float* x, int64_t rows, int64_t n_out, int64_t in,
                     float* y, void* stream) {
   if (rows * n_out == 0) return 0;
-  DotRowsKernel<<<Blocks(rows * n_out), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      w, x, rows, n_out, in, y);
+  LaunchKernel(DotRowsKernel, Blocks(rows * n_out), kThreads, 0, static_cast<cudaStream_t>(stream),
+               w, x, rows, n_out, in, y);
   return static_cast<int>(cudaGetLastError());
 }
 
 int RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
             void* stream) {
   if (rows == 0) return 0;
-  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, weight, dim, eps, y);
+  LaunchKernel(RmsNormKernel, static_cast<unsigned>(rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, weight, dim, eps, y);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -243,15 +252,16 @@ int Rope(float* x, int64_t rows, int heads, int head_dim, int rope_dim, const fl
          const int64_t* positions, bool inverse, void* stream) {
   const int64_t total = rows * heads;
   if (total == 0 || rope_dim < 2) return 0;
-  RopeKernel<<<Blocks(total * (rope_dim / 2)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, total, heads, head_dim, rope_dim, inv_freq, positions, inverse);
+  LaunchKernel(RopeKernel, Blocks(total * (rope_dim / 2)), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, total, heads, head_dim, rope_dim, inv_freq,
+               positions, inverse);
   return static_cast<int>(cudaGetLastError());
 }
 
 int SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out, void* stream) {
   if (n == 0) return 0;
-  SwiGluKernel<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(gate, up, n, limit,
-                                                                              out);
+  LaunchKernel(SwiGluKernel, Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream), gate, up, n,
+               limit, out);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -260,9 +270,9 @@ int HyperPre(HyperWeights w, const float* streams, int64_t rows, int n, int64_t 
              void* stream) {
   if (n > 6) return static_cast<int>(cudaErrorInvalidValue);  // (2 + n) * n mix weights <= 64
   if (rows == 0) return 0;
-  HyperKernel<false>
-      <<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          w, streams, n, dim, norm_eps, hc_eps, sinkhorn_iters, post, comb, collapsed);
+  LaunchKernel(HyperKernel<false>, static_cast<unsigned>(rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), w, streams, n, dim, norm_eps, hc_eps,
+               sinkhorn_iters, post, comb, collapsed);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -270,8 +280,8 @@ int HyperPost(const float* streams, const float* y, const float* post, const flo
               int64_t rows, int n, int64_t dim, float* out, void* stream) {
   const int64_t total = rows * n * dim;
   if (total == 0) return 0;
-  HyperPostKernel<<<Blocks(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      streams, y, post, comb, total, n, dim, out);
+  LaunchKernel(HyperPostKernel, Blocks(total), kThreads, 0, static_cast<cudaStream_t>(stream),
+               streams, y, post, comb, total, n, dim, out);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -279,9 +289,9 @@ int HyperHead(HyperWeights w, const float* streams, int64_t rows, int n, int64_t
               float norm_eps, float hc_eps, float* out, void* stream) {
   if (n > 8) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
-  HyperKernel<true>
-      <<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          w, streams, n, dim, norm_eps, hc_eps, 0, nullptr, nullptr, out);
+  LaunchKernel(HyperKernel<true>, static_cast<unsigned>(rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), w, streams, n, dim, norm_eps, hc_eps, 0, nullptr,
+               nullptr, out);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -295,17 +305,17 @@ int SparseAttention(const float* q, const float* rows, const int64_t* offsets, i
     cudaFuncSetAttribute(SparseAttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(smem));
   }
-  SparseAttentionKernel<<<static_cast<unsigned>(n_queries * heads), kThreads, smem,
-                          static_cast<cudaStream_t>(stream)>>>(q, rows, offsets, heads, head_dim,
-                                                               sinks, scale, o);
+  LaunchKernel(SparseAttentionKernel, static_cast<unsigned>(n_queries * heads), kThreads, smem,
+               static_cast<cudaStream_t>(stream), q, rows, offsets, heads, head_dim, sinks, scale,
+               o);
   return static_cast<int>(cudaGetLastError());
 }
 
 int IndexerScores(const float* q, const float* w, int heads, int head_dim, const float* keys,
                   int64_t n_keys, float* out, void* stream) {
   if (n_keys == 0) return 0;
-  IndexerScoresKernel<<<Blocks(n_keys), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      q, w, heads, head_dim, keys, n_keys, out);
+  LaunchKernel(IndexerScoresKernel, Blocks(n_keys), kThreads, 0, static_cast<cudaStream_t>(stream),
+               q, w, heads, head_dim, keys, n_keys, out);
   return static_cast<int>(cudaGetLastError());
 }
 

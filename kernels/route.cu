@@ -8,6 +8,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/route.h"
 
 namespace deepinfer::kernels {
@@ -28,6 +29,7 @@ __device__ __forceinline__ uint64_t WarpMax(uint64_t v) {
 __global__ void __launch_bounds__(kRouteThreads)
     RouteKernel(const float* logits, const float* bias, const int32_t* tid2eid,
                 const int32_t* tokens, RouterParams p, int32_t* experts, float* weights) {
+  AwaitProducers();
   __shared__ float score[kMaxRouterExperts];
   __shared__ uint64_t keys[kMaxRouterExperts];
   __shared__ uint64_t warp_best[kRouteThreads / 32];
@@ -103,6 +105,7 @@ __global__ void __launch_bounds__(kRouteThreads)
 __global__ void __launch_bounds__(kGroupThreads)
     GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, int R, ExpertGroup* up,
                 ExpertGroup* down, int32_t* n_groups, int32_t* rank) {
+  AwaitProducers();
   __shared__ int cnt[kMaxRouterExperts];
   __shared__ int scan[kGroupThreads];
   __shared__ int chunk[kGroupThreads];
@@ -155,6 +158,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 
 __global__ void CombineKernel(const float* y, const int32_t* experts, const float* weights,
                               const float* shared, int K, int64_t dim, float* out) {
+  AwaitProducers();
   const int64_t t = blockIdx.x;
   const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c >= dim) return;
@@ -187,8 +191,9 @@ int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
     return cudaErrorInvalidValue;
   }
   if (T == 0) return 0;
-  RouteKernel<<<static_cast<unsigned>(T), kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      logits, bias, tid2eid, tokens, p, experts, weights);
+  LaunchKernel(RouteKernel, static_cast<unsigned>(T), kRouteThreads, 0,
+               static_cast<cudaStream_t>(stream), logits, bias, tid2eid, tokens, p, experts,
+               weights);
   return cudaGetLastError();
 }
 
@@ -204,8 +209,8 @@ int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_ex
       pairs > 0x7fffffffll || group_rows < 1 || group_rows > kExpertGroupRows) {
     return cudaErrorInvalidValue;
   }
-  GroupKernel<<<1, kGroupThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      experts, pairs, top_k, n_experts, group_rows, up, down, n_groups, rank_scratch);
+  LaunchKernel(GroupKernel, 1, kGroupThreads, 0, static_cast<cudaStream_t>(stream), experts, pairs,
+               top_k, n_experts, group_rows, up, down, n_groups, rank_scratch);
   return cudaGetLastError();
 }
 
@@ -216,8 +221,8 @@ int CombineExperts(const float* y, const int32_t* experts, const float* weights,
   }
   if (T == 0) return 0;
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 255) / 256));
-  CombineKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(y, experts, weights, shared, K,
-                                                                     dim, out);
+  LaunchKernel(CombineKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), y, experts, weights,
+               shared, K, dim, out);
   return cudaGetLastError();
 }
 

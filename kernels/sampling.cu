@@ -2,6 +2,7 @@
 
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include "kernels/launch.cuh"
 #include "kernels/sample_pick.h"
 #include "kernels/sampling.h"
 
@@ -11,6 +12,7 @@ namespace {
 // The masked logits as sort keys (-0 as +0: the CPU's comparison ties them) and their ids.
 __global__ void PrepareKernel(const float* logits, int64_t total, int32_t vocab,
                               const uint32_t* bitmask, float* keys, int32_t* ids) {
+  AwaitProducers();
   const int64_t words = (vocab + 31) / 32;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -27,6 +29,7 @@ __global__ void PrepareKernel(const float* logits, int64_t total, int32_t vocab,
 // value is what the CPU computes for it).
 __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
                             double* probs) {
+  AwaitProducers();
   const int64_t row = blockIdx.x;
   const SampleParams p = params[row];
   if (IsGreedy(p.temperature, p.top_k)) return;
@@ -40,6 +43,7 @@ __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const Sampl
 // One thread per row: min-p, top-p and the draw, the CPU sampler's own code (sample_pick.h).
 __global__ void PickKernel(const int32_t* sorted_ids, const double* probs, int64_t rows,
                            int32_t vocab, const SampleParams* params, int32_t* out) {
+  AwaitProducers();
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const SampleParams c = params[row];
@@ -57,6 +61,7 @@ __global__ void PickKernel(const int32_t* sorted_ids, const double* probs, int64
 }
 
 __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {
+  AwaitProducers();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i <= rows;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     offsets[i] = static_cast<int32_t>(i * vocab);
@@ -89,7 +94,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&offsets_, (rows + 1) * sizeof(int32_t));
   take(&probs_, total * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
-  OffsetsKernel<<<64, 256>>>(offsets_, rows, vocab);
+  LaunchKernel(OffsetsKernel, 64, 256, 0, nullptr, offsets_, rows, vocab);
   e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
       nullptr, temp_bytes_, keys_, sorted_keys_, ids_, sorted_ids_, static_cast<int>(total),
       static_cast<int>(rows), offsets_, offsets_ + 1);
@@ -107,17 +112,17 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t total = rows * vocab;
-  PrepareKernel<<<1024, 256, 0, s>>>(logits, total, vocab, bitmask, ws.keys_, ws.ids_);
+  LaunchKernel(PrepareKernel, 1024, 256, 0, s, logits, total, vocab, bitmask, ws.keys_, ws.ids_);
   size_t temp_bytes = ws.temp_bytes_;
   cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
       ws.temp_, temp_bytes, ws.keys_, ws.sorted_keys_, ws.ids_, ws.sorted_ids_,
       static_cast<int>(total), static_cast<int>(rows), ws.offsets_, ws.offsets_ + 1, 0,
       sizeof(float) * 8, s);
   if (e != cudaSuccess) return static_cast<int>(e);
-  ProbsKernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(ws.sorted_keys_, vocab, params,
-                                                          ws.probs_);
-  PickKernel<<<static_cast<unsigned>((rows + 127) / 128), 128, 0, s>>>(ws.sorted_ids_, ws.probs_,
-                                                                       rows, vocab, params, out);
+  LaunchKernel(ProbsKernel, static_cast<unsigned>(rows), 256, 0, s, ws.sorted_keys_, vocab, params,
+               ws.probs_);
+  LaunchKernel(PickKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s, ws.sorted_ids_,
+               ws.probs_, rows, vocab, params, out);
   return static_cast<int>(cudaGetLastError());
 }
 

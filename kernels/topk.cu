@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/topk.h"
 
 namespace deepinfer::kernels {
@@ -124,6 +125,7 @@ __device__ __forceinline__ int64_t VisibleCount(const int32_t* counts, int64_t r
 __global__ void __launch_bounds__(kThreads)
     RowTopKKernel(const float* scores, int64_t stride, const int32_t* counts, int64_t n, int k,
                   int32_t* idx) {
+  AwaitProducers();
   __shared__ SelectShared sh;
   const int64_t row = blockIdx.x;
   const float* s = scores + row * stride;
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     ChunkTopKKernel(const float* scores, int64_t stride, const int32_t* counts, int64_t n, int k,
                     uint64_t* candidates) {
+  AwaitProducers();
   __shared__ SelectShared sh;
   const int64_t row = blockIdx.y, begin = blockIdx.x * kChunk;
   const int64_t n_r = VisibleCount(counts, row, n);
@@ -154,6 +157,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     MergeTopKKernel(const uint64_t* candidates, int chunks, const int32_t* counts, int64_t n, int k,
                     int32_t* idx) {
+  AwaitProducers();
   __shared__ SelectShared sh;
   const int64_t row = blockIdx.x;
   const int64_t n_r = VisibleCount(counts, row, n);
@@ -185,16 +189,16 @@ int RowTopK(const float* scores, int64_t rows, int64_t stride, const int32_t* co
   auto st = static_cast<cudaStream_t>(stream);
   const int64_t chunks = SplitChunks(rows, n);
   if (chunks == 1) {
-    RowTopKKernel<<<static_cast<unsigned>(rows), kThreads, 0, st>>>(scores, stride, counts, n, k,
-                                                                    idx);
+    LaunchKernel(RowTopKKernel, static_cast<unsigned>(rows), kThreads, 0, st, scores, stride,
+                 counts, n, k, idx);
     return cudaGetLastError();
   }
   if (workspace == nullptr) return cudaErrorInvalidValue;
   auto* candidates = static_cast<uint64_t*>(workspace);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
-  ChunkTopKKernel<<<grid, kThreads, 0, st>>>(scores, stride, counts, n, k, candidates);
-  MergeTopKKernel<<<static_cast<unsigned>(rows), kThreads, 0, st>>>(
-      candidates, static_cast<int>(chunks), counts, n, k, idx);
+  LaunchKernel(ChunkTopKKernel, grid, kThreads, 0, st, scores, stride, counts, n, k, candidates);
+  LaunchKernel(MergeTopKKernel, static_cast<unsigned>(rows), kThreads, 0, st, candidates,
+               static_cast<int>(chunks), counts, n, k, idx);
   return cudaGetLastError();
 }
 
