@@ -10,6 +10,7 @@
 #include "kernels/compress.h"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/forward_glue.h"
+#include "kernels/fused_glue.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_row.h"
 #include "kernels/linear_bf16.h"
@@ -170,14 +171,28 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   const RatioInputs& r = p.in.ratios[cache.ratio_index];
   const int H = c.num_heads, D = c.head_dim, rd = c.rope_dim;
   const int64_t qr = c.q_lora_rank;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  kernels::RopeArgs rope{H, D, rd, L.inv_freq, p.in.pos, false};
   DI_CUDA_TRY(DenseOfInput(p, L.wq_a, rows, b.q_lat, s));
-  DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
-  DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
-  DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
-  DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
-  DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
-  DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
-  DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
+    DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
+    DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
+    DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
+    DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
+    DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
+    DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
+  } else {  // the same math in three fewer launches (kernels/fused_glue.h)
+    DI_CUDA_TRY(
+        kernels::RmsNormRopeQdq(b.q_lat, L.q_norm, rows, qr, eps, nullptr, b.q_res, b.act, s));
+    DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s, b.act));
+    DI_CUDA_TRY(
+        kernels::RmsNormRopeQdq(b.q, nullptr, int64_t{rows} * H, D, eps, &rope, b.q, nullptr, s));
+    DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
+    kernels::RopeArgs kv_rope = rope;
+    kv_rope.heads = 1;
+    DI_CUDA_TRY(kernels::RmsNormRopeQdq(b.kv, L.kv_norm, rows, D, eps, &kv_rope, b.kv, nullptr, s));
+  }
   // Into the ring first: the query's window includes its own row.
   DI_CUDA_TRY(kernels::PackKvRows(b.kv, rows, cache.pool, s, r.ring_dest));
   if (L.has_compressor) {
@@ -218,11 +233,16 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
                                           L.sinks, scale, max_rows, AttentionSplits(rows),
                                           b.attn_scratch, b.o, s));
   }
-  DI_CUDA_TRY(kernels::Rope(b.o, rows, H, D, rd, L.inv_freq, p.in.pos, true, s));
   // The grouped low-rank output: group g's heads through rows [g * rank, (g + 1) * rank) of wo_a.
   const int G = c.o_groups;
   const int64_t rank = c.o_lora_rank, hd = int64_t{H} * D, group_in = hd / G;
-  DI_CUDA_TRY(kernels::QdqFp8Rows(b.o, rows, hd, b.oq, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(kernels::Rope(b.o, rows, H, D, rd, L.inv_freq, p.in.pos, true, s));
+    DI_CUDA_TRY(kernels::QdqFp8Rows(b.o, rows, hd, b.oq, s));
+  } else {
+    rope.inverse = true;
+    DI_CUDA_TRY(kernels::RopeQdq(b.o, rows, rope, b.o, b.oq, s));
+  }
   for (int g = 0; p.cpu_order && g < G; ++g) {
     DI_CUDA_TRY(kernels::QuantizedDotCpuOrder(
         kernels::StoredFormat::kFp8Block128, L.wo_a.data, L.wo_a.scale, g * rank, rank, group_in,
@@ -323,8 +343,13 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   if (L.has_shared) {
     DI_CUDA_TRY(DenseOfInput(p, L.shared_w1, rows, b.sg, s));
     DI_CUDA_TRY(DenseOfInput(p, L.shared_w3, rows, b.su, s));
-    DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
-    DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
+    if (p.cpu_order) {
+      DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
+      DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
+    } else {  // SwiGLU and w2's FP8 input in one launch
+      DI_CUDA_TRY(kernels::SwiGluQdq(b.sg, b.su, rows, L.shared_w1.out, limit, b.sa, b.act, s));
+      DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s, b.act));
+    }
   }
   return kernels::CombineExperts(b.pair_out, b.route_e, b.route_w, L.has_shared ? b.hs : nullptr,
                                  rows, K, d, b.y, s);

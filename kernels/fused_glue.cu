@@ -1,0 +1,179 @@
+// Compiled without FMA contraction (kernels/CMakeLists.txt), as ops.cu and forward_glue.cu whose
+// RoPE, SwiGLU and FP8 rounding these reproduce; the norm's sum of squares is written with the
+// fused multiply-add that norm_fast.cu's contraction gives RmsNormFast.
+#include <cuda_runtime.h>
+
+#include "kernels/device_math.cuh"
+#include "kernels/exact_math.h"
+#include "kernels/fused_glue.h"
+#include "kernels/launch.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+
+// norm_fast.cu's BlockSum: warp sums, then the eight warps' sums in order.
+__device__ float BlockSum(float v) {
+  __shared__ float partial[kWarps];
+  v = WarpSum(v);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) s += partial[w];
+  __syncthreads();
+  return s;
+}
+
+// RopeKernel's rotation of the pair (a, b) at pair index i of a head at `position`.
+__device__ __forceinline__ void RotatePair(float& a, float& b, int64_t position, int i,
+                                           const RopeArgs& rope) {
+  const float angle = __fmul_rn(static_cast<float>(position), rope.inv_freq[i]);
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (rope.inverse) s = -s;
+  const float a0 = a, b0 = b;
+  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
+  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
+}
+
+// QdqFp8Kernel's rounding of one 128-wide block held four values a lane (v[k] at c0 + k).
+__device__ __forceinline__ void StoreQdqBlock(const float (&v)[4], int64_t c0, int64_t dim,
+                                              float* row_fp8) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) amax = fmaxf(amax, fabsf(c0 + k < dim ? v[k] : 0.0f));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const int e = E4M3ScaleExponent(amax, kActAmaxFloor);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (c0 + k < dim) row_fp8[c0 + k] = QdqE4M3(v[k], e);
+  }
+}
+
+// Block per row: the norm, the rotation of the trailing rope_dim channels (pairs taken by the
+// first rope_dim / 2 threads, every other channel by its own thread), then the FP8 round trip
+// of the written row with a warp per 128-wide block.
+__global__ void __launch_bounds__(kThreads)
+    NormRopeQdqKernel(const float* x, const float* weight, int64_t dim, float eps, RopeArgs rope,
+                      bool has_rope, float* y, float* y_fp8) {
+  AwaitProducers();
+  const float* xr = x + blockIdx.x * dim;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+  const float inv = rsqrtf(BlockSum(ss) / static_cast<float>(dim) + eps);
+  float* yr = y + blockIdx.x * dim;
+  const int64_t rotated_from = has_rope ? dim - rope.rope_dim : dim;
+  const auto normed = [&](int64_t i) {
+    return __fmul_rn(__fmul_rn(xr[i], inv), weight ? weight[i] : 1.0f);
+  };
+  if (has_rope && threadIdx.x < rope.rope_dim / 2) {
+    const int64_t c = rotated_from + 2 * threadIdx.x;
+    float a = normed(c), b = normed(c + 1);
+    RotatePair(a, b, rope.positions[blockIdx.x / rope.heads], threadIdx.x, rope);
+    yr[c] = a;
+    yr[c + 1] = b;
+  }
+  for (int64_t i = threadIdx.x; i < rotated_from; i += kThreads) yr[i] = normed(i);
+  if (y_fp8 == nullptr) return;
+  __syncthreads();  // the row's values are in y for every thread of the block
+  const int lane = threadIdx.x & 31;
+  for (int64_t b0 = (threadIdx.x >> 5) * 128; b0 < dim; b0 += kWarps * 128) {
+    const int64_t c0 = b0 + 4 * lane;
+    float v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = c0 + k < dim ? yr[c0 + k] : 0.0f;
+    StoreQdqBlock(v, c0, dim, y_fp8 + blockIdx.x * dim);
+  }
+}
+
+// A warp per 128-wide block of a row of heads * head_dim values, as QdqFp8Kernel; a lane's four
+// values hold two whole pairs, so it rotates those of the trailing rope_dim channels itself.
+__global__ void RopeQdqKernel(const float* x, int64_t rows, RopeArgs rope, float* y, float* y_fp8) {
+  AwaitProducers();
+  const int lane = threadIdx.x & 31;
+  const int64_t dim = int64_t{rope.heads} * rope.head_dim, blocks_per_row = (dim + 127) / 128;
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (blk >= rows * blocks_per_row) return;
+  const int64_t row = blk / blocks_per_row, c0 = (blk % blocks_per_row) * 128 + 4 * lane;
+  float v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[k] = c0 + k < dim ? x[row * dim + c0 + k] : 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; k += 2) {
+    const int64_t d = (c0 + k) % rope.head_dim, first = rope.head_dim - rope.rope_dim;
+    if (c0 + k < dim && d >= first) {
+      RotatePair(v[k], v[k + 1], rope.positions[row], static_cast<int>((d - first) / 2), rope);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (c0 + k < dim) y[row * dim + c0 + k] = v[k];
+  }
+  StoreQdqBlock(v, c0, dim, y_fp8 + row * dim);
+}
+
+__global__ void SwiGluQdqKernel(const float* gate, const float* up, int64_t rows, int64_t width,
+                                float limit, float* out, float* out_fp8) {
+  AwaitProducers();
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks_per_row = (width + 127) / 128;
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (blk >= rows * blocks_per_row) return;
+  const int64_t row = blk / blocks_per_row, c0 = (blk % blocks_per_row) * 128 + 4 * lane;
+  float v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = row * width + c0 + k;
+    v[k] = c0 + k < width ? SwiGluF(gate[i], up[i], limit) : 0.0f;
+    if (c0 + k < width) out[i] = v[k];
+  }
+  StoreQdqBlock(v, c0, width, out_fp8 + row * width);
+}
+
+unsigned WarpBlocks(int64_t rows, int64_t dim) {
+  return static_cast<unsigned>((rows * ((dim + 127) / 128) + kWarps - 1) / kWarps);
+}
+
+bool ValidRope(const RopeArgs& r) {
+  return r.heads >= 1 && r.rope_dim >= 0 && r.rope_dim % 2 == 0 && r.rope_dim <= r.head_dim &&
+         r.head_dim % 2 == 0 && r.rope_dim / 2 <= kThreads && r.inv_freq && r.positions;
+}
+
+}  // namespace
+
+int RmsNormRopeQdq(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                   const RopeArgs* rope, float* y, float* y_fp8, void* stream) {
+  if (rope && (!ValidRope(*rope) || rope->head_dim != dim || rows % rope->heads != 0)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (rows == 0) return 0;
+  LaunchKernel(NormRopeQdqKernel, static_cast<unsigned>(rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, weight, dim, eps, rope ? *rope : RopeArgs{},
+               rope != nullptr, y, y_fp8);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int RopeQdq(const float* x, int64_t rows, const RopeArgs& rope, float* y, float* y_fp8,
+            void* stream) {
+  if (!ValidRope(rope) || y_fp8 == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  LaunchKernel(RopeQdqKernel, WarpBlocks(rows, int64_t{rope.heads} * rope.head_dim), kThreads, 0,
+               static_cast<cudaStream_t>(stream), x, rows, rope, y, y_fp8);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int SwiGluQdq(const float* gate, const float* up, int64_t rows, int64_t width, float limit,
+              float* out, float* out_fp8, void* stream) {
+  if (out_fp8 == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  LaunchKernel(SwiGluQdqKernel, WarpBlocks(rows, width), kThreads, 0,
+               static_cast<cudaStream_t>(stream), gate, up, rows, width, limit, out, out_fp8);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace deepinfer::kernels

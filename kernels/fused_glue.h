@@ -1,0 +1,40 @@
+// Fused steps of the production (stage 2) device forward: a norm, RoPE, SwiGLU or the reference
+// numerics' FP8 round trip that would otherwise each be a launch of their own between two
+// products. Each gives bit for bit what its separate kernels give in sequence (RmsNormFast of
+// kernels/norm_fast.h, Rope and SwiGlu of kernels/ops.h, QdqFp8Rows of kernels/forward_glue.h);
+// a decode step launches five fewer kernels per layer. Device pointers; `stream` is a
+// cudaStream_t as void*; each returns the CUDA error code (0 on success).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+/// Where a fused kernel applies RoPE: the trailing rope_dim channels of every head of
+/// head_dim, at positions[row] (inv_freq has rope_dim / 2 entries), inverse to undo it.
+struct RopeArgs {
+  int heads = 1;
+  int head_dim = 0;
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;
+  const int64_t* positions = nullptr;
+  bool inverse = false;
+};
+
+/// RmsNormFast(x, weight, rows, dim, eps, y); then with `rope` (else null) RoPE of each row as a
+/// head of Rope(y, rows / rope.heads, rope.heads, dim, ...) rotates it (rope.head_dim == dim; row
+/// r at positions[r / rope.heads]); then with `y_fp8` (else null) QdqFp8Rows(y, rows, dim, y_fp8).
+/// y may alias x.
+int RmsNormRopeQdq(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                   const RopeArgs* rope, float* y, float* y_fp8, void* stream);
+
+/// Rope(x -> y, rows, rope.heads, ...) then QdqFp8Rows(y, rows, heads * head_dim, y_fp8). y may
+/// alias x.
+int RopeQdq(const float* x, int64_t rows, const RopeArgs& rope, float* y, float* y_fp8,
+            void* stream);
+
+/// SwiGlu(gate, up, rows * width, limit, out) then QdqFp8Rows(out, rows, width, out_fp8).
+int SwiGluQdq(const float* gate, const float* up, int64_t rows, int64_t width, float limit,
+              float* out, float* out_fp8, void* stream);
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,173 @@
+// The fused launches of kernels/fused_glue.h give, bit for bit, what their separate kernels give
+// in sequence, on fresh random data of several shapes (tile remainders, heads that straddle the
+// FP8 round trip's 128-wide blocks), outputs poisoned before each launch.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda_available.h"
+#include "kernels/forward_glue.h"
+#include "kernels/fused_glue.h"
+#include "kernels/norm_fast.h"
+#include "kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deepinfer {
+namespace {
+
+using testing::DeviceVector;
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want,
+                    const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint32_t g, w;
+    std::memcpy(&g, &got[i], 4);
+    std::memcpy(&w, &want[i], 4);
+    ASSERT_EQ(g, w) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+class FusedGlueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  std::vector<float> Values(size_t n, float scale) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng_() % 29 == 0 ? 0.0f : normal(rng_);
+    return v;
+  }
+  // V4's RoPE frequencies for rope_dim channels, and positions up to 100K.
+  std::vector<float> InvFreq(int rope_dim) {
+    std::vector<float> f(rope_dim / 2);
+    for (int i = 0; i < rope_dim / 2; ++i) {
+      f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rope_dim));
+    }
+    return f;
+  }
+  std::vector<int64_t> Positions(int64_t n) {
+    std::vector<int64_t> p(n);
+    for (auto& x : p) x = static_cast<int64_t>(rng_() % 100000);
+    return p;
+  }
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+TEST_F(FusedGlueTest, NormAndFp8RoundTripMatchTheSeparateKernels) {
+  for (int64_t dim : {1024, 200, 4096}) {
+    for (int64_t rows : {1, 3, 7}) {
+      for (bool weighted : {true, false}) {
+        DeviceVector<float> x(Values(rows * dim, 3.0f)), w(Values(dim, 1.0f));
+        const float* weight = weighted ? w.get() : nullptr;
+        auto y = DeviceVector<float>::Poisoned(rows * dim);
+        auto yq = DeviceVector<float>::Poisoned(rows * dim);
+        auto want_y = DeviceVector<float>::Poisoned(rows * dim);
+        auto want_q = DeviceVector<float>::Poisoned(rows * dim);
+        ASSERT_EQ(kernels::RmsNormRopeQdq(x.get(), weight, rows, dim, 1e-6f, nullptr, y.get(),
+                                          yq.get(), nullptr),
+                  0);
+        ASSERT_EQ(kernels::RmsNormFast(x.get(), weight, rows, dim, 1e-6f, want_y.get(), nullptr),
+                  0);
+        ASSERT_EQ(kernels::QdqFp8Rows(want_y.get(), rows, dim, want_q.get(), nullptr), 0);
+        ExpectSameBits(y.ToHost(), want_y.ToHost(), "normed");
+        ExpectSameBits(yq.ToHost(), want_q.ToHost(), "FP8 round trip");
+      }
+    }
+  }
+}
+
+TEST_F(FusedGlueTest, NormAndRopeInPlaceMatchTheSeparateKernels) {
+  struct Shape {
+    int64_t tokens;
+    int heads, head_dim, rope_dim;
+  };
+  for (const Shape& sh : {Shape{1, 64, 512, 64}, Shape{5, 3, 96, 16}, Shape{2, 1, 512, 64}}) {
+    const int64_t rows = sh.tokens * sh.heads, dim = sh.head_dim;
+    const auto values = Values(rows * dim, 2.0f);
+    DeviceVector<float> x(values), want(values), w(Values(dim, 1.0f));
+    DeviceVector<float> inv_freq(InvFreq(sh.rope_dim));
+    DeviceVector<int64_t> pos(Positions(sh.tokens));
+    const kernels::RopeArgs rope{sh.heads,       sh.head_dim, sh.rope_dim,
+                                 inv_freq.get(), pos.get(),   false};
+    const float* weight = sh.heads == 1 ? w.get() : nullptr;  // kv rows are weighted, q heads not
+    ASSERT_EQ(kernels::RmsNormRopeQdq(x.get(), weight, rows, dim, 1e-6f, &rope, x.get(), nullptr,
+                                      nullptr),
+              0);
+    ASSERT_EQ(kernels::RmsNormFast(want.get(), weight, rows, dim, 1e-6f, want.get(), nullptr), 0);
+    ASSERT_EQ(kernels::Rope(want.get(), sh.tokens, sh.heads, sh.head_dim, sh.rope_dim,
+                            inv_freq.get(), pos.get(), false, nullptr),
+              0);
+    ExpectSameBits(x.ToHost(), want.ToHost(), "normed and rotated");
+  }
+}
+
+TEST_F(FusedGlueTest, InverseRopeAndFp8RoundTripMatchTheSeparateKernels) {
+  struct Shape {
+    int64_t rows;
+    int heads, head_dim, rope_dim;
+  };
+  for (const Shape& sh : {Shape{1, 64, 512, 64}, Shape{5, 3, 96, 16}, Shape{3, 7, 64, 64}}) {
+    for (bool inverse : {true, false}) {
+      const int64_t dim = int64_t{sh.heads} * sh.head_dim;
+      const auto values = Values(sh.rows * dim, 4.0f);
+      DeviceVector<float> x(values), want(values);
+      DeviceVector<float> inv_freq(InvFreq(sh.rope_dim));
+      DeviceVector<int64_t> pos(Positions(sh.rows));
+      const kernels::RopeArgs rope{sh.heads,       sh.head_dim, sh.rope_dim,
+                                   inv_freq.get(), pos.get(),   inverse};
+      auto q = DeviceVector<float>::Poisoned(sh.rows * dim);
+      auto want_q = DeviceVector<float>::Poisoned(sh.rows * dim);
+      ASSERT_EQ(kernels::RopeQdq(x.get(), sh.rows, rope, x.get(), q.get(), nullptr), 0);
+      ASSERT_EQ(kernels::Rope(want.get(), sh.rows, sh.heads, sh.head_dim, sh.rope_dim,
+                              inv_freq.get(), pos.get(), inverse, nullptr),
+                0);
+      ASSERT_EQ(kernels::QdqFp8Rows(want.get(), sh.rows, dim, want_q.get(), nullptr), 0);
+      ExpectSameBits(x.ToHost(), want.ToHost(), "rotated");
+      ExpectSameBits(q.ToHost(), want_q.ToHost(), "FP8 round trip");
+    }
+  }
+}
+
+TEST_F(FusedGlueTest, SwiGluAndFp8RoundTripMatchTheSeparateKernels) {
+  for (int64_t width : {2048, 300}) {
+    for (int64_t rows : {1, 9}) {
+      for (float limit : {7.0f, 0.0f}) {
+        DeviceVector<float> g(Values(rows * width, 6.0f)), u(Values(rows * width, 6.0f));
+        auto out = DeviceVector<float>::Poisoned(rows * width);
+        auto q = DeviceVector<float>::Poisoned(rows * width);
+        auto want = DeviceVector<float>::Poisoned(rows * width);
+        auto want_q = DeviceVector<float>::Poisoned(rows * width);
+        ASSERT_EQ(
+            kernels::SwiGluQdq(g.get(), u.get(), rows, width, limit, out.get(), q.get(), nullptr),
+            0);
+        ASSERT_EQ(kernels::SwiGlu(g.get(), u.get(), rows * width, limit, want.get(), nullptr), 0);
+        ASSERT_EQ(kernels::QdqFp8Rows(want.get(), rows, width, want_q.get(), nullptr), 0);
+        ExpectSameBits(out.ToHost(), want.ToHost(), "SwiGLU");
+        ExpectSameBits(q.ToHost(), want_q.ToHost(), "FP8 round trip");
+      }
+    }
+  }
+}
+
+TEST_F(FusedGlueTest, ShapesTheKernelsCannotTakeAreRejected) {
+  DeviceVector<float> x(Values(64, 1.0f)), inv_freq(InvFreq(16));
+  DeviceVector<int64_t> pos(Positions(1));
+  const kernels::RopeArgs rope{1, 64, 16, inv_freq.get(), pos.get(), false};
+  const kernels::RopeArgs odd{1, 64, 15, inv_freq.get(), pos.get(), false};
+  EXPECT_NE(
+      kernels::RmsNormRopeQdq(x.get(), nullptr, 2, 32, 1e-6f, &rope, x.get(), nullptr, nullptr),
+      0);  // rope.head_dim != dim
+  EXPECT_NE(
+      kernels::RmsNormRopeQdq(x.get(), nullptr, 1, 64, 1e-6f, &odd, x.get(), nullptr, nullptr), 0);
+  EXPECT_NE(kernels::RopeQdq(x.get(), 1, rope, x.get(), nullptr, nullptr), 0);  // no FP8 output
+  EXPECT_NE(kernels::SwiGluQdq(x.get(), x.get(), 1, 64, 0.0f, x.get(), nullptr, nullptr), 0);
+}
+
+}  // namespace
+}  // namespace deepinfer
