@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 
 #include "kernels/kv_row.cuh"
 #include "kernels/launch.cuh"
@@ -9,16 +10,20 @@
 namespace deepinfer::kernels {
 namespace {
 
+// kHeadsPerBlock: the most heads a block takes (large batches); small batches give a block 8 or
+// 4 so that more blocks share the step's few queries.
 constexpr int kDim = 512, kHeadsPerBlock = 16, kTile = 32, kThreads = 256;
 constexpr int kPad = kDim + 4;  // row stride: float4 reads of 8 rows cover the 32 banks once
-constexpr int kSmemFloats = kHeadsPerBlock * kDim + kTile * kPad + kHeadsPerBlock * kTile;
+template <int kHeads>
+constexpr int kSmemFloats = kHeads* kDim + kTile* kPad + kHeads* kTile;
 
-// Block (query, 16 heads, split): online softmax over the split's rows in tiles of 32 rows held
-// in shared memory. Thread t scores rows (t % 32) for heads t / 32 and t / 32 + 8, then
-// accumulates channels 2t, 2t + 1 of all 16 heads. Writes the split's max, sum and unnormalised
-// output per head. Fp8Rows: rows in the 584-byte layout (kernels/kv_row.h), decoded exactly into
-// the same fp32 values the tile would hold after UnpackKvRows.
-template <bool Fp8Rows>
+// Block (query, kHeads heads, split): online softmax over the split's rows in tiles of 32 rows
+// held in shared memory. Thread t scores rows (t % 32) for heads t / 32 + 8j, then accumulates
+// channels 2t, 2t + 1 of all kHeads heads. Writes the split's max, sum and unnormalised output
+// per head; a head's sums are the same whatever kHeads. Fp8Rows: rows in the 584-byte layout
+// (kernels/kv_row.h), decoded exactly into the same fp32 values the tile would hold after
+// UnpackKvRows.
+template <bool Fp8Rows, int kHeads>
 __global__ void __launch_bounds__(kThreads)
     MqaSplitKernel(const float* __restrict__ q, const void* __restrict__ rows_any,
                    const int32_t* __restrict__ row_index, const int64_t* __restrict__ offsets,
@@ -26,11 +31,11 @@ __global__ void __launch_bounds__(kThreads)
   AwaitProducers();
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);  // [16][512]
-  float* ks = qs + kHeadsPerBlock * kDim;       // [32][516]
+  float* ks = qs + kHeads * kDim;               // [32][516]
   float* ps = ks + kTile * kPad;                // [16][32]
-  __shared__ float m_s[kHeadsPerBlock], l_s[kHeadsPerBlock], alpha_s[kHeadsPerBlock];
+  __shared__ float m_s[kHeads], l_s[kHeads], alpha_s[kHeads];
   const int64_t t = blockIdx.x;
-  const int h0 = blockIdx.y * kHeadsPerBlock, split = blockIdx.z;
+  const int h0 = blockIdx.y * kHeads, split = blockIdx.z;
   const int64_t n = offsets[t + 1] - offsets[t];
   const int64_t chunk = (n + splits - 1) / splits;
   const int64_t begin = (split * chunk < n ? split * chunk : n),
@@ -39,14 +44,14 @@ __global__ void __launch_bounds__(kThreads)
   const uint8_t* rows8 = static_cast<const uint8_t*>(rows_any);
   const float* base = rows + offsets[t] * kDim;
   const float4* qg = reinterpret_cast<const float4*>(q + (t * heads + h0) * kDim);
-  for (int i = threadIdx.x; i < kHeadsPerBlock * kDim / 4; i += kThreads) {
+  for (int i = threadIdx.x; i < kHeads * kDim / 4; i += kThreads) {
     reinterpret_cast<float4*>(qs)[i] = qg[i];
   }
-  if (threadIdx.x < kHeadsPerBlock) {
+  if (threadIdx.x < kHeads) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0;
   }
-  float acc[kHeadsPerBlock][2] = {};
+  float acc[kHeads][2] = {};
   const int e_mine = threadIdx.x % kTile, h_mine = threadIdx.x / kTile;
   for (int64_t tile = begin; tile < end; tile += kTile) {
     __syncthreads();  // the previous tile's rows and weights are no longer read
@@ -79,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     const float4* kr = reinterpret_cast<const float4*>(ks + e_mine * kPad);
-    for (int hh = h_mine; hh < kHeadsPerBlock; hh += kThreads / kTile) {
+    for (int hh = h_mine; hh < kHeads; hh += kThreads / kTile) {
       const float4* qr = reinterpret_cast<const float4*>(qs + hh * kDim);
       float dot = 0;
 #pragma unroll 8
@@ -90,7 +95,7 @@ __global__ void __launch_bounds__(kThreads)
       ps[hh * kTile + e_mine] = tile + e_mine < end ? dot * scale : -INFINITY;
     }
     __syncthreads();
-    if (threadIdx.x < kHeadsPerBlock) {  // online softmax bookkeeping, one thread per head
+    if (threadIdx.x < kHeads) {  // online softmax bookkeeping, one thread per head
       float* p = ps + threadIdx.x * kTile;
       float mx = m_s[threadIdx.x];
       for (int e = 0; e < kTile; ++e) mx = fmaxf(mx, p[e]);
@@ -104,14 +109,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int c = 2 * threadIdx.x;
 #pragma unroll
-    for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+    for (int hh = 0; hh < kHeads; ++hh) {
       acc[hh][0] *= alpha_s[hh];
       acc[hh][1] *= alpha_s[hh];
     }
     for (int e = 0; e < kTile; ++e) {
       const float2 v = *reinterpret_cast<const float2*>(ks + e * kPad + c);
 #pragma unroll
-      for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+      for (int hh = 0; hh < kHeads; ++hh) {
         const float p = ps[hh * kTile + e];
         acc[hh][0] += p * v.x;
         acc[hh][1] += p * v.y;
@@ -120,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // partial[t][split][h] = {m, l, acc[512]}
-  for (int hh = 0; hh < kHeadsPerBlock; ++hh) {
+  for (int hh = 0; hh < kHeads; ++hh) {
     float* out = partial + ((t * splits + split) * heads + h0 + hh) * (kDim + 2);
     if (threadIdx.x == 0) {
       out[0] = m_s[hh];
@@ -165,6 +170,28 @@ int64_t MqaDecodeScratch(int64_t n_queries, int heads, int head_dim, int max_spl
 
 namespace {
 
+// Blocks of the split kernel resident at once on the device, for 16, 8 and 4 heads a block
+// (shared memory decides: 2, 2 and 3 a block per SM on the H200).
+template <bool Fp8Rows>
+const std::array<int64_t, 3>& WaveSlots() {
+  static const std::array<int64_t, 3> slots = [] {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    const auto resident = [&](auto kernel, int smem) {
+      int per_sm = 0;
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+      return int64_t{per_sm} * sms;
+    };
+    return std::array<int64_t, 3>{
+        resident(MqaSplitKernel<Fp8Rows, 16>, kSmemFloats<16> * sizeof(float)),
+        resident(MqaSplitKernel<Fp8Rows, 8>, kSmemFloats<8> * sizeof(float)),
+        resident(MqaSplitKernel<Fp8Rows, 4>, kSmemFloats<4> * sizeof(float))};
+  }();
+  return slots;
+}
+
 template <bool Fp8Rows>
 int Launch(const float* q, const void* rows, const int32_t* row_index, const int64_t* offsets,
            int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
@@ -176,19 +203,36 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_queries == 0) return 0;
-  // Enough blocks for two per SM of a 132-SM H200, no split under one tile of rows.
+  // Enough blocks for two per SM of a 132-SM H200, no split under one tile of rows; then fewer
+  // heads per block while the blocks still fit in one wave (more would make a second one:
+  // measured 1 % slower steps at batch 8-64). The splits follow the 16-head count, so the head
+  // grouping changes no sum.
+  constexpr int64_t kTargetBlocks = 264;
   const int64_t blocks = n_queries * (heads / kHeadsPerBlock);
-  int splits = static_cast<int>(std::min<int64_t>((264 + blocks - 1) / blocks, max_splits));
+  int splits =
+      static_cast<int>(std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, max_splits));
   splits = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(splits, (max_rows + kTile - 1) / kTile)));
-  const int smem = kSmemFloats * sizeof(float);
-  const cudaError_t attr = cudaFuncSetAttribute(MqaSplitKernel<Fp8Rows>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (attr != cudaSuccess) return static_cast<int>(attr);
+  int group = kHeadsPerBlock;
+  const std::array<int64_t, 3>& slots = WaveSlots<Fp8Rows>();
+  while (group > 4 && heads % (group / 2) == 0 &&
+         n_queries * (heads / (group / 2)) * splits <= slots[group == 16 ? 1 : 2]) {
+    group /= 2;
+  }
   auto s = static_cast<cudaStream_t>(stream);
-  LaunchKernel(MqaSplitKernel<Fp8Rows>,
-               dim3(static_cast<unsigned>(n_queries), heads / kHeadsPerBlock, splits), kThreads,
-               smem, s, q, rows, row_index, offsets, heads, scale, splits, scratch);
+  const auto launch = [&](auto kernel, int heads_per_block, int smem) {
+    const cudaError_t attr =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+    LaunchKernel(kernel, dim3(static_cast<unsigned>(n_queries), heads / heads_per_block, splits),
+                 kThreads, smem, s, q, rows, row_index, offsets, heads, scale, splits, scratch);
+    return cudaSuccess;
+  };
+  const cudaError_t launched =
+      group == 16  ? launch(MqaSplitKernel<Fp8Rows, 16>, 16, kSmemFloats<16> * sizeof(float))
+      : group == 8 ? launch(MqaSplitKernel<Fp8Rows, 8>, 8, kSmemFloats<8> * sizeof(float))
+                   : launch(MqaSplitKernel<Fp8Rows, 4>, 4, kSmemFloats<4> * sizeof(float));
+  if (launched != cudaSuccess) return static_cast<int>(launched);
   LaunchKernel(MqaCombineKernel, dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s,
                scratch, heads, splits, sinks, o);
   return static_cast<int>(cudaGetLastError());
