@@ -6,8 +6,10 @@
 // blocks start as soon as every block of the current grid has passed `AwaitProducers`, and wait
 // there until the current grid has finished and its writes are visible. Every kernel therefore
 // calls `AwaitProducers` before it touches global memory that an earlier kernel writes (or that a
-// later one reads: it is the first statement of every kernel here). Without the attribute, or
-// after a memcpy, memset or host node, the wait returns at once and ordering is the stream's.
+// later one reads): it is the first statement of every kernel here. A kernel must wait even when
+// it reads nothing its predecessor wrote, since ordering reaches back past the predecessor only
+// through each kernel's wait. Without the attribute, or after a memcpy, memset or host node, the
+// wait returns at once and ordering is the stream's.
 #pragma once
 
 #include <cuda_runtime.h>

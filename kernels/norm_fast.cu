@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(kThreads)
   AwaitProducers();
   const float* xr = x + blockIdx.x * dim;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss += xr[i] * xr[i];
+  // An explicit FMA (what contraction gave): fused_glue.cu's norm reproduces these bits.
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
   const float inv = rsqrtf(BlockSum(ss) / static_cast<float>(dim) + eps);
   float* yr = y + blockIdx.x * dim;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
