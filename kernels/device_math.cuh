@@ -82,6 +82,22 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+/// The sum of a value over a block of Threads threads (every thread gets it): warp sums, then the
+/// warps' sums in order, so the result does not depend on scheduling. Every thread must call it;
+/// it may be called again right after.
+template <int Threads>
+__device__ __forceinline__ float BlockSum(float v) {
+  __shared__ float partial[Threads / 32];
+  v = WarpSum(v);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0;
+#pragma unroll
+  for (int w = 0; w < Threads / 32; ++w) s += partial[w];
+  __syncthreads();  // partial may be reused by the next reduction
+  return s;
+}
+
 /// Finishes a GEMV whose outputs are Outs x Rows dots per warp, where groups of `split`
 /// consecutive warps (split a power of two up to the block's warps) took interleaved slices of
 /// the same dots' columns, so that short dots still fill the GPU. acc: this lane's partial sums;

@@ -1,6 +1,5 @@
 // Compiled without FMA contraction (kernels/CMakeLists.txt), as ops.cu and forward_glue.cu whose
-// RoPE, SwiGLU and FP8 rounding these reproduce; the norm's sum of squares is written with the
-// fused multiply-add that norm_fast.cu's contraction gives RmsNormFast.
+// RoPE, SwiGLU and FP8 rounding these reproduce. The norm alone is RmsNormFast.
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
@@ -12,19 +11,6 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-
-// norm_fast.cu's BlockSum: warp sums, then the eight warps' sums in order.
-__device__ float BlockSum(float v) {
-  __shared__ float partial[kWarps];
-  v = WarpSum(v);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) s += partial[w];
-  __syncthreads();
-  return s;
-}
 
 // RopeKernel's rotation of the pair (a, b) at pair index i of a head at `position`.
 __device__ __forceinline__ void RotatePair(float& a, float& b, int64_t position, int i,
@@ -65,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* xr = x + blockIdx.x * dim;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
-  const float inv = rsqrtf(BlockSum(ss) / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(BlockSum<kThreads>(ss) / static_cast<float>(dim) + eps);
   float* yr = y + blockIdx.x * dim;
   const int64_t rotated_from = has_rope ? dim - rope.rope_dim : dim;
   const auto normed = [&](int64_t i) {

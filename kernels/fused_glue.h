@@ -1,8 +1,9 @@
 // Fused steps of the production (stage 2) device forward: a norm, RoPE, SwiGLU or the reference
 // numerics' FP8 round trip that would otherwise each be a launch of their own between two
 // products. Each gives bit for bit what its separate kernels give in sequence (RmsNormFast of
-// kernels/norm_fast.h, Rope and SwiGlu of kernels/ops.h, QdqFp8Rows of kernels/forward_glue.h);
-// a decode step launches five fewer kernels per layer. Device pointers; `stream` is a
+// kernels/norm_fast.h, which is RmsNormRopeQdq without RoPE or FP8 output; Rope and SwiGlu of
+// kernels/ops.h, QdqFp8Rows of kernels/forward_glue.h); a decode step launches five fewer kernels
+// per layer. Device pointers; `stream` is a
 // cudaStream_t as void*; each returns the CUDA error code (0 on success).
 #pragma once
 

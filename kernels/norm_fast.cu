@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_math.cuh"
+#include "kernels/fused_glue.h"
 #include "kernels/launch.cuh"
 #include "kernels/norm_fast.h"
 
@@ -8,32 +9,6 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float BlockSum(float v) {
-  __shared__ float partial[kThreads / 32];
-  v = WarpSum(v);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) s += partial[w];
-  __syncthreads();  // partial may be reused by the caller's next reduction
-  return s;
-}
-
-__global__ void __launch_bounds__(kThreads)
-    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y) {
-  AwaitProducers();
-  const float* xr = x + blockIdx.x * dim;
-  float ss = 0;
-  // An explicit FMA (what contraction gave): fused_glue.cu's norm reproduces these bits.
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
-  const float inv = rsqrtf(BlockSum(ss) / static_cast<float>(dim) + eps);
-  float* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    yr[i] = xr[i] * inv * (weight ? weight[i] : 1.0f);
-  }
-}
 
 // Block (row, k, slice): slice `slice` of the dot of mixing weight k with the row (k == mix: its
 // sum of squares). One row's 25 reductions in 16 slices keep a batch of one busy; the slices are
@@ -52,7 +27,7 @@ __global__ void __launch_bounds__(kThreads)
     const float4 w = k < mix ? W[i] : x;
     s += x.x * w.x + x.y * w.y + x.z * w.z + x.w * w.w;
   }
-  s = BlockSum(s);
+  s = BlockSum<kThreads>(s);
   if (threadIdx.x == 0) {
     out[(static_cast<int64_t>(blockIdx.x) * (mix + 1) + k) * kHyperSlices + blockIdx.z] = s;
   }
@@ -92,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRowsPerBlock; ++r) {
 #pragma unroll
     for (int k = 0; k <= kMix; ++k) {
-      const float sum = BlockSum(acc[r][k]);
+      const float sum = BlockSum<kThreads>(acc[r][k]);
       if (row0 + r < rows && threadIdx.x < kHyperSlices) {
         out[((row0 + r) * (kMix + 1) + k) * kHyperSlices + threadIdx.x] =
             threadIdx.x == 0 ? sum : 0.0f;
@@ -288,10 +263,7 @@ void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* do
 
 int RmsNormFast(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
                 void* stream) {
-  if (rows == 0) return 0;
-  LaunchKernel(RmsNormKernel, static_cast<unsigned>(rows), kThreads, 0,
-               static_cast<cudaStream_t>(stream), x, weight, dim, eps, y);
-  return static_cast<int>(cudaGetLastError());
+  return RmsNormRopeQdq(x, weight, rows, dim, eps, nullptr, y, nullptr, stream);
 }
 
 int HyperPreFast(HyperWeights w, const float* streams, int64_t rows, int n, int64_t dim,

@@ -1,6 +1,7 @@
 // The fused launches of kernels/fused_glue.h give, bit for bit, what their separate kernels give
 // in sequence, on fresh random data of several shapes (tile remainders, heads that straddle the
-// FP8 round trip's 128-wide blocks), outputs poisoned before each launch.
+// FP8 round trip's 128-wide blocks), outputs poisoned before each launch. (RmsNormFast is the
+// fused norm without its extras; decode_kernels_gpu_test.cc checks it against the CPU.)
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
