@@ -339,8 +339,14 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   add("gate", gb, gb * B, [=](L l, int, cudaStream_t s) { return bf16(l.gate, xn, logits, s); });
   const double sb = 3.0 * kMoeInter * kHidden;
   add("shared_expert", sb, 2.0 * B * sb, [=](L l, int, cudaStream_t s) {
-    if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;
-    if (const int e = dense(l.shared_w3, 0, l.shared_w3.out, xn, su, s)) return e;
+    if (!k.cpu_order && B <= std::min(8, k.gemv_max_rows)) {  // w1 and w3 in one launch
+      const kernels::Fp8GemvProduct both[2] = {{l.shared_w1.w, l.shared_w1.scale, kMoeInter, sg},
+                                               {l.shared_w3.w, l.shared_w3.scale, kMoeInter, su}};
+      if (const int e = kernels::Fp8BlockGemvMulti(both, 2, kHidden, xn, B, s)) return e;
+    } else {
+      if (const int e = dense(l.shared_w1, 0, l.shared_w1.out, xn, sg, s)) return e;
+      if (const int e = dense(l.shared_w3, 0, l.shared_w3.out, xn, su, s)) return e;
+    }
     if (const int e = kernels::SwiGlu(sg, su, B * kMoeInter, 10.0f, sa, s)) return e;
     return dense(l.shared_w2, 0, l.shared_w2.out, sa, hs, s);
   });

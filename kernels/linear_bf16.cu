@@ -3,6 +3,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/linear_bf16.h"
+#include "kernels/linear_fp8.h"  // kMaxGemvProducts
 
 namespace deepinfer::kernels {
 namespace {
@@ -10,19 +11,35 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxRows = 8;
 
+// The products of one launch: blocks [block_end[p - 1], block_end[p]) compute product p with its
+// own column split, so each product's sums are those of its own launch.
+struct Products {
+  const uint16_t* w[kMaxGemvProducts];
+  float* y[kMaxGemvProducts];
+  int64_t out[kMaxGemvProducts];
+  int split[kMaxGemvProducts];
+  int block_end[kMaxGemvProducts];
+  int n = 0;
+};
+
 // A warp takes Outs weight rows; each lane loads 16 bytes (8 weights) of each at a time, so a
 // warp streams 512 contiguous bytes per row and step, and every activation load from L1 serves
 // Outs rows. bf16 -> fp32 is a shift. With split > 1, that many consecutive warps share the rows
 // and take interleaved 256-column steps (FinishSplitDots).
 template <int Outs, int Rows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    Bf16GemvKernel(const uint16_t* __restrict__ w, int64_t out, int64_t in,
-                   const float* __restrict__ x, float* __restrict__ y, int split) {
+    Bf16GemvKernel(Products prods, int64_t in, const float* __restrict__ x) {
   AwaitProducers();
+  int p = 0;
+  while (p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
+  const int block = static_cast<int>(blockIdx.x) - (p > 0 ? prods.block_end[p - 1] : 0);
+  const uint16_t* w = prods.w[p];
+  float* y = prods.y[p];
+  const int64_t out = prods.out[p];
+  const int split = prods.split[p];
   __shared__ float red[kWarpsPerBlock * Outs * Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t o0 =
-      (static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split) * Outs;
+  const int64_t o0 = (static_cast<int64_t>(block) * (kWarpsPerBlock / split) + warp / split) * Outs;
   const bool active = o0 < out;
   const uint4* wr[Outs];
 #pragma unroll
@@ -67,61 +84,101 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 constexpr int64_t kTargetWarps = 8192;
 
 // As the FP8 GEMV: a short product's columns split over up to 8 warps while fewer than
-// kTargetWarps warps would be in flight. Outs and the split follow the weight's shape alone,
-// never the number of activation rows, so a row's sums are the same in any batch.
+// kTargetWarps warps would be in flight. The split follows each weight's shape alone, never the
+// number of activation rows or the other products of the launch, so a row's sums are the same in
+// any batch and any launch; Outs does not change them.
+// Weight rows per warp for a weight of `out` rows (or several weights of `out` rows in all): more
+// rows per warp while at least ~1,024 warps stay in flight, as the FP8 GEMV.
+int OutsFor(int64_t out) { return out / 4 >= 1024 ? 4 : out / 2 >= 1024 ? 2 : 1; }
+
 template <int Outs, int Rows>
-void LaunchRows(const uint16_t* w, int64_t out, int64_t in, const float* x, float* y,
-                cudaStream_t stream) {
-  const int64_t warps = (out + Outs - 1) / Outs, steps = (in / 8 + 31) / 32;
-  int split = 1;
-  while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
-  const int64_t per_block = kWarpsPerBlock / split * Outs;
-  LaunchKernel(Bf16GemvKernel<Outs, Rows>, static_cast<unsigned>((out + per_block - 1) / per_block),
-               kWarpsPerBlock * 32, 0, stream, w, out, in, x, y, split);
+void LaunchRows(Products prods, int64_t in, const float* x, cudaStream_t stream) {
+  const int64_t steps = (in / 8 + 31) / 32;
+  int blocks = 0;
+  for (int p = 0; p < prods.n; ++p) {
+    // The split the product would have alone.
+    const int alone = OutsFor(prods.out[p]);
+    const int64_t warps = (prods.out[p] + alone - 1) / alone;
+    int split = 1;
+    while (split < kWarpsPerBlock && split * 2 <= steps && warps * split < kTargetWarps) split *= 2;
+    prods.split[p] = split;
+    const int64_t per_block = kWarpsPerBlock / split * Outs;
+    blocks += static_cast<int>((prods.out[p] + per_block - 1) / per_block);
+    prods.block_end[p] = blocks;
+  }
+  LaunchKernel(Bf16GemvKernel<Outs, Rows>, static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
+               stream, prods, in, x);
 }
 
 // Rows as a template argument keeps the accumulators in registers.
 template <int Outs>
-void Launch(const uint16_t* w, int64_t out, int64_t in, const float* x, int rows, float* y,
-            cudaStream_t stream) {
+void Launch(const Products& prods, int64_t in, const float* x, int rows, cudaStream_t stream) {
   switch (rows) {
     case 1:
-      return LaunchRows<Outs, 1>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 1>(prods, in, x, stream);
     case 2:
-      return LaunchRows<Outs, 2>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 2>(prods, in, x, stream);
     case 3:
-      return LaunchRows<Outs, 3>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 3>(prods, in, x, stream);
     case 4:
-      return LaunchRows<Outs, 4>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 4>(prods, in, x, stream);
     case 5:
-      return LaunchRows<Outs, 5>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 5>(prods, in, x, stream);
     case 6:
-      return LaunchRows<Outs, 6>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 6>(prods, in, x, stream);
     case 7:
-      return LaunchRows<Outs, 7>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 7>(prods, in, x, stream);
     default:
-      return LaunchRows<Outs, 8>(w, out, in, x, y, stream);
+      return LaunchRows<Outs, 8>(prods, in, x, stream);
   }
+}
+
+int LaunchProducts(const Products& prods, int64_t in, const float* x, int rows, void* stream) {
+  bool ok = rows >= 1 && rows <= kMaxRows && in % 8 == 0 && prods.n >= 1 &&
+            prods.n <= kMaxGemvProducts && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  int64_t out_all = 0;
+  for (int p = 0; p < prods.n && ok; ++p) {
+    ok = prods.out[p] > 0 && (reinterpret_cast<uintptr_t>(prods.w[p]) & 15) == 0;
+    out_all += prods.out[p];
+  }
+  if (!ok) return static_cast<int>(cudaErrorInvalidValue);
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (OutsFor(out_all)) {
+    case 4:
+      Launch<4>(prods, in, x, rows, s);
+      break;
+    case 2:
+      Launch<2>(prods, in, x, rows, s);
+      break;
+    default:
+      Launch<1>(prods, in, x, rows, s);
+  }
+  return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace
 
 int Bf16Gemv(const uint16_t* w, int64_t out, int64_t in, const float* x, int rows, float* y,
              void* stream) {
-  if (rows < 1 || rows > kMaxRows || in % 8 != 0 || out <= 0 ||
-      (reinterpret_cast<uintptr_t>(w) & 15) != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0) {
-    return static_cast<int>(cudaErrorInvalidValue);
+  Products prods;
+  prods.w[0] = w;
+  prods.y[0] = y;
+  prods.out[0] = out;
+  prods.n = 1;
+  return LaunchProducts(prods, in, x, rows, stream);
+}
+
+int Bf16GemvMulti(const Bf16GemvProduct* products, int n, int64_t in, const float* x, int rows,
+                  void* stream) {
+  if (n < 1 || n > kMaxGemvProducts) return static_cast<int>(cudaErrorInvalidValue);
+  Products prods;
+  for (int p = 0; p < n; ++p) {
+    prods.w[p] = products[p].w;
+    prods.y[p] = products[p].y;
+    prods.out[p] = products[p].out;
   }
-  auto s = static_cast<cudaStream_t>(stream);
-  // As the FP8 GEMV: more rows per warp while at least ~1,024 warps stay in flight.
-  if (out / 4 >= 1024) {
-    Launch<4>(w, out, in, x, rows, y, s);
-  } else if (out / 2 >= 1024) {
-    Launch<2>(w, out, in, x, rows, y, s);
-  } else {
-    Launch<1>(w, out, in, x, rows, y, s);
-  }
-  return static_cast<int>(cudaGetLastError());
+  prods.n = n;
+  return LaunchProducts(prods, in, x, rows, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -12,4 +12,15 @@ namespace deepinfer::kernels {
 int Bf16Gemv(const uint16_t* w, int64_t out, int64_t in, const float* x, int rows, float* y,
              void* stream);
 
+/// Products of one activation batch by several bf16 weights of the same width in one launch
+/// (the compressors' kv and gate weights): each product's y [rows, out] is bit for bit what
+/// Bf16Gemv gives for it alone. n in 1..4 (kMaxGemvProducts); conditions as Bf16Gemv.
+struct Bf16GemvProduct {
+  const uint16_t* w;
+  int64_t out;
+  float* y;
+};
+int Bf16GemvMulti(const Bf16GemvProduct* products, int n, int64_t in, const float* x, int rows,
+                  void* stream);
+
 }  // namespace deepinfer::kernels

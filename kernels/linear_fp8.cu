@@ -65,25 +65,42 @@ __global__ void Fp8GemvKernel(const uint8_t* __restrict__ w, const uint8_t* __re
   }
 }
 
+// The products of one wide launch (kMaxGemvProducts at most; one for a plain or grouped GEMV):
+// blocks [block_end[p - 1], block_end[p]) compute product p with its own column split, so each
+// product's sums are those of its own launch.
+struct WideProducts {
+  const uint8_t* w[kMaxGemvProducts];
+  const uint8_t* scale[kMaxGemvProducts];
+  float* y[kMaxGemvProducts];
+  int64_t out[kMaxGemvProducts];
+  int64_t y_row[kMaxGemvProducts];
+  int split[kMaxGemvProducts];
+  int block_end[kMaxGemvProducts];
+  int n = 0;
+};
+
 // Fast path for rows whose width is a multiple of 512 and 16-byte aligned: each lane loads 16
 // weights at once, so a warp streams 512 bytes (four scale blocks) per step; unrolling keeps two
 // such loads in flight. With several activation rows a warp takes Outs weight rows, so every
 // activation load from L1 serves Outs weight rows instead of one. With split > 1, that many
 // consecutive warps share the rows and take interleaved 512-column steps (FinishSplitDots).
 template <int Rows, int Outs>
-__global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
-                                  int64_t out, int64_t in, const float* __restrict__ x,
-                                  float* __restrict__ y, GroupStrides g, int split) {
+__global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* __restrict__ x,
+                                  GroupStrides g) {
   AwaitProducers();
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
-  w += blockIdx.y * g.w;
-  scale += blockIdx.y * g.scale;
+  int p = 0;
+  while (p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
+  const int block = static_cast<int>(blockIdx.x) - (p > 0 ? prods.block_end[p - 1] : 0);
+  const uint8_t* w = prods.w[p] + blockIdx.y * g.w;
+  const uint8_t* scale = prods.scale[p] + blockIdx.y * g.scale;
+  float* y = prods.y[p] + blockIdx.y * g.y;
+  const int64_t out = prods.out[p], y_row = prods.y_row[p];
+  const int split = prods.split[p];
   x += blockIdx.y * g.x;
-  y += blockIdx.y * g.y;
   __shared__ float red[kWarpsPerBlock * Outs * Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t o0 =
-      (static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split) * Outs;
+  const int64_t o0 = (static_cast<int64_t>(block) * (kWarpsPerBlock / split) + warp / split) * Outs;
   const bool active = o0 < out;
   const int64_t scale_cols = in / 128;
   const uint8_t* sr = scale + (o0 / 128) * scale_cols;
@@ -142,7 +159,7 @@ __global__ void Fp8GemvWideKernel(const uint8_t* __restrict__ w, const uint8_t* 
     }
   }
   FinishSplitDots(acc, split, active, red, [&](int j, int r, float v) {
-    if (o0 + j < out) y[r * g.y_row + o0 + j] = v;
+    if (o0 + j < out) y[r * y_row + o0 + j] = v;
   });
 }
 
@@ -169,39 +186,81 @@ int ColumnSplit(int64_t out, int64_t in, int groups) {
 }
 
 template <int Rows, int Outs>
-void LaunchWide(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
-                float* y, int groups, GroupStrides g, cudaStream_t stream) {
-  const int split = ColumnSplit(out, in, groups);
-  const int64_t per_block = kWarpsPerBlock / split * Outs;
-  LaunchKernel(Fp8GemvWideKernel<Rows, Outs>,
-               dim3(static_cast<unsigned>((out + per_block - 1) / per_block), groups),
-               32 * kWarpsPerBlock, 0, stream, w, scale, out, in, x, y, g, split);
+void LaunchWide(WideProducts prods, int64_t in, const float* x, int groups, GroupStrides g,
+                cudaStream_t stream) {
+  int blocks = 0;
+  for (int p = 0; p < prods.n; ++p) {
+    prods.split[p] = ColumnSplit(prods.out[p], in, groups);
+    const int64_t per_block = kWarpsPerBlock / prods.split[p] * Outs;
+    blocks += static_cast<int>((prods.out[p] + per_block - 1) / per_block);
+    prods.block_end[p] = blocks;
+  }
+  LaunchKernel(Fp8GemvWideKernel<Rows, Outs>, dim3(static_cast<unsigned>(blocks), groups),
+               32 * kWarpsPerBlock, 0, stream, prods, in, x, g);
+}
+
+// Whether every product can take the wide kernel (the narrow one serves one product a launch).
+bool Wide(const WideProducts& prods, int64_t in, const float* x, const GroupStrides& g) {
+  bool wide = in % 512 == 0 && g.x % 4 == 0 && g.x_row % 4 == 0 &&
+              (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  for (int p = 0; p < prods.n; ++p)
+    wide = wide && (reinterpret_cast<uintptr_t>(prods.w[p]) & 15) == 0;
+  return wide;
 }
 
 template <int Rows>
-int Launch(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
-           float* y, int groups, GroupStrides g, cudaStream_t stream) {
-  const int64_t blocks = (out + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const bool wide = in % 512 == 0 && g.x % 4 == 0 && g.x_row % 4 == 0 &&
-                    (reinterpret_cast<uintptr_t>(w) & 15) == 0 &&
-                    (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  if (wide) {
-    // As OutsForOneRow; with several activation rows 1,024 warps suffice.
-    const int64_t min_warps = Rows == 1 ? 2048 : 1024, rows_all = out * groups;
+int Launch(const WideProducts& prods, int64_t in, const float* x, int groups, GroupStrides g,
+           cudaStream_t stream) {
+  if (Wide(prods, in, x, g)) {
+    // As OutsForOneRow; with several activation rows 1,024 warps suffice. A warp's rows never
+    // change a row's sums, so the products of one launch share the choice.
+    int64_t rows_all = 0;
+    for (int p = 0; p < prods.n; ++p) rows_all += prods.out[p] * groups;
+    const int64_t min_warps = Rows == 1 ? 2048 : 1024;
     if (Rows > 1 && rows_all / 8 >= min_warps) {
-      LaunchWide<Rows, 8>(w, scale, out, in, x, y, groups, g, stream);
+      LaunchWide<Rows, 8>(prods, in, x, groups, g, stream);
     } else if (rows_all / 4 >= min_warps) {
-      LaunchWide<Rows, 4>(w, scale, out, in, x, y, groups, g, stream);
+      LaunchWide<Rows, 4>(prods, in, x, groups, g, stream);
     } else if (rows_all / 2 >= min_warps) {
-      LaunchWide<Rows, 2>(w, scale, out, in, x, y, groups, g, stream);
+      LaunchWide<Rows, 2>(prods, in, x, groups, g, stream);
     } else {
-      LaunchWide<Rows, 1>(w, scale, out, in, x, y, groups, g, stream);
+      LaunchWide<Rows, 1>(prods, in, x, groups, g, stream);
     }
   } else {
-    LaunchKernel(Fp8GemvKernel<Rows>, dim3(static_cast<unsigned>(blocks), groups),
-                 32 * kWarpsPerBlock, 0, stream, w, scale, out, in, x, y, g);
+    for (int p = 0; p < prods.n; ++p) {
+      GroupStrides gp = g;
+      gp.y_row = prods.y_row[p];
+      const int64_t blocks = (prods.out[p] + kWarpsPerBlock - 1) / kWarpsPerBlock;
+      LaunchKernel(Fp8GemvKernel<Rows>, dim3(static_cast<unsigned>(blocks), groups),
+                   32 * kWarpsPerBlock, 0, stream, prods.w[p], prods.scale[p], prods.out[p], in, x,
+                   prods.y[p], gp);
+    }
   }
   return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchRows(const WideProducts& prods, int64_t in, const float* x, int rows, int groups,
+               const GroupStrides& g, cudaStream_t s) {
+  switch (rows) {
+    case 1:
+      return Launch<1>(prods, in, x, groups, g, s);
+    case 2:
+      return Launch<2>(prods, in, x, groups, g, s);
+    case 3:
+      return Launch<3>(prods, in, x, groups, g, s);
+    case 4:
+      return Launch<4>(prods, in, x, groups, g, s);
+    case 5:
+      return Launch<5>(prods, in, x, groups, g, s);
+    case 6:
+      return Launch<6>(prods, in, x, groups, g, s);
+    case 7:
+      return Launch<7>(prods, in, x, groups, g, s);
+    case 8:
+      return Launch<kMaxRows>(prods, in, x, groups, g, s);
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
+  }
 }
 
 }  // namespace
@@ -210,35 +269,39 @@ int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int6
                         const float* x, int64_t x_group_stride, int64_t x_row_stride, int rows,
                         float* y, int64_t y_group_stride, int64_t y_row_stride, void* stream) {
   if (groups < 1 || (groups > 1 && out % 128 != 0)) return static_cast<int>(cudaErrorInvalidValue);
-  auto s = static_cast<cudaStream_t>(stream);
   const GroupStrides g{out * in,       (out / 128) * ((in + 127) / 128),
                        x_group_stride, y_group_stride,
                        x_row_stride,   y_row_stride};
-  switch (rows) {
-    case 1:
-      return Launch<1>(w, scale, out, in, x, y, groups, g, s);
-    case 2:
-      return Launch<2>(w, scale, out, in, x, y, groups, g, s);
-    case 3:
-      return Launch<3>(w, scale, out, in, x, y, groups, g, s);
-    case 4:
-      return Launch<4>(w, scale, out, in, x, y, groups, g, s);
-    case 5:
-      return Launch<5>(w, scale, out, in, x, y, groups, g, s);
-    case 6:
-      return Launch<6>(w, scale, out, in, x, y, groups, g, s);
-    case 7:
-      return Launch<7>(w, scale, out, in, x, y, groups, g, s);
-    case 8:
-      return Launch<kMaxRows>(w, scale, out, in, x, y, groups, g, s);
-    default:
-      return static_cast<int>(cudaErrorInvalidValue);
-  }
+  WideProducts prods;
+  prods.w[0] = w;
+  prods.scale[0] = scale;
+  prods.y[0] = y;
+  prods.out[0] = out;
+  prods.y_row[0] = y_row_stride;
+  prods.n = 1;
+  return LaunchRows(prods, in, x, rows, groups, g, static_cast<cudaStream_t>(stream));
 }
 
 int Fp8BlockGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, const float* x,
                  int rows, float* y, void* stream) {
   return Fp8BlockGemvGrouped(w, scale, 1, out, in, x, 0, in, rows, y, 0, out, stream);
+}
+
+int Fp8BlockGemvMulti(const Fp8GemvProduct* products, int n, int64_t in, const float* x, int rows,
+                      void* stream) {
+  if (n < 1 || n > kMaxGemvProducts) return static_cast<int>(cudaErrorInvalidValue);
+  WideProducts prods;
+  for (int p = 0; p < n; ++p) {
+    if (products[p].out < 1) return static_cast<int>(cudaErrorInvalidValue);
+    prods.w[p] = products[p].w;
+    prods.scale[p] = products[p].scale;
+    prods.y[p] = products[p].y;
+    prods.out[p] = products[p].out;
+    prods.y_row[p] = products[p].out;
+  }
+  prods.n = n;
+  const GroupStrides g{0, 0, 0, 0, in, 0};
+  return LaunchRows(prods, in, x, rows, 1, g, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace deepinfer::kernels

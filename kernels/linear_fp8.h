@@ -20,4 +20,19 @@ int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int6
                         const float* x, int64_t x_group_stride, int64_t x_row_stride, int rows,
                         float* y, int64_t y_group_stride, int64_t y_row_stride, void* stream);
 
+/// Products of one activation batch by several FP8 weights of the same width, in one launch
+/// where the shapes allow (in % 512 == 0 and 16-byte aligned weights and x; else one launch
+/// each): each product's y [rows, out] is bit for bit what Fp8BlockGemv gives for it alone. Saves
+/// a launch per extra product at decode (wq_a with wkv, the shared expert's w1 with w3).
+constexpr int kMaxGemvProducts = 4;
+struct Fp8GemvProduct {
+  const uint8_t* w;
+  const uint8_t* scale;
+  int64_t out;
+  float* y;
+};
+/// n in 1..kMaxGemvProducts, rows <= 8.
+int Fp8BlockGemvMulti(const Fp8GemvProduct* products, int n, int64_t in, const float* x, int rows,
+                      void* stream);
+
 }  // namespace deepinfer::kernels

@@ -99,5 +99,48 @@ TEST_F(LinearBf16GpuTest, GemmOfSplitActivationsMatchesDoubleSums) {
   }
 }
 
+// Several weights of one width in one launch (the compressors' kv and gate products): each
+// product's output is bit for bit its own Bf16Gemv launch's, outputs poisoned first.
+TEST_F(LinearBf16GpuTest, MultiProductsMatchTheirOwnLaunches) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& [in, outs] : {std::pair<int64_t, std::vector<int64_t>>{4096, {1024, 1024}},
+                                 {4096, {512, 512, 256, 64}},
+                                 {72, {37, 5000, 3}}}) {
+    for (int rows : {1, 2, 8}) {
+      std::vector<float> x(rows * in);
+      for (float& v : x) v = normal(rng_);
+      DeviceVector<float> dx(x);
+      std::vector<DeviceVector<uint16_t>> weights;
+      std::vector<DeviceVector<float>> ys, alone;
+      std::vector<kernels::Bf16GemvProduct> products;
+      for (int64_t out : outs) {
+        std::vector<uint16_t> w(out * in);
+        for (auto& b : w) {
+          b = static_cast<uint16_t>(((rng_() & 1) << 15) | ((120 + rng_() % 11) << 7) |
+                                    (rng_() & 0x7f));
+        }
+        weights.emplace_back(w);
+        ys.push_back(DeviceVector<float>::Poisoned(rows * out));
+        alone.push_back(DeviceVector<float>::Poisoned(rows * out));
+        ASSERT_EQ(kernels::Bf16Gemv(weights.back().get(), out, in, dx.get(), rows,
+                                    alone.back().get(), nullptr),
+                  0);
+        products.push_back({weights.back().get(), out, ys.back().get()});
+      }
+      ASSERT_EQ(kernels::Bf16GemvMulti(products.data(), static_cast<int>(products.size()), in,
+                                       dx.get(), rows, nullptr),
+                0);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (size_t p = 0; p < products.size(); ++p) {
+        const std::vector<float> got = ys[p].ToHost(), want = alone[p].ToHost();
+        for (float v : got) ASSERT_FALSE(std::isnan(v)) << "product " << p;
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << "in " << in << " rows " << rows << " product " << p;
+      }
+    }
+  }
+  EXPECT_NE(kernels::Bf16GemvMulti(nullptr, 0, 8, nullptr, 1, nullptr), 0);
+}
+
 }  // namespace
 }  // namespace deepinfer

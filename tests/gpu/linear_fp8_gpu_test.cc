@@ -133,5 +133,64 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
             0);
 }
 
+// Several weights of one width in one launch: each product's output is bit for bit its own
+// launch's, with poisoned outputs (a row left unwritten or written twice by the wrong product
+// shows). The second case (in % 512 != 0) takes one launch per product.
+TEST(LinearFp8GpuTest, MultiProductsMatchTheirOwnLaunches) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  struct Case {
+    int64_t in;
+    std::vector<int64_t> outs;
+  };
+  for (const Case& c : {Case{4096, {1024, 512, 2048, 300}}, Case{200, {130, 7}},
+                        Case{1024, {16389, 2}}, Case{4096, {2048, 2048}}}) {
+    for (int rows : {1, 3, 8}) {
+      std::vector<kernels::Fp8GemvProduct> products;
+      std::vector<float*> alone;
+      std::vector<void*> owned;
+      std::vector<float> x(rows * c.in);
+      for (auto& v : x) v = u(rng);
+      float* dx = Upload(x);
+      for (int64_t out : c.outs) {
+        std::vector<uint8_t> w(out * c.in), s(((out + 127) / 128) * ((c.in + 127) / 128));
+        for (auto& b : w) {
+          do b = static_cast<uint8_t>(rng());
+          while ((b & 0x7f) == 0x7f);
+        }
+        for (auto& b : s) b = static_cast<uint8_t>(118 + rng() % 12);
+        uint8_t* dw = Upload(w);
+        uint8_t* ds = Upload(s);
+        float* dy = Upload(std::vector<float>(rows * out, std::nanf("")));
+        float* dy1 = Upload(std::vector<float>(rows * out, std::nanf("")));
+        ASSERT_EQ(kernels::Fp8BlockGemv(dw, ds, out, c.in, dx, rows, dy1, nullptr), 0);
+        products.push_back({dw, ds, out, dy});
+        alone.push_back(dy1);
+        owned.insert(owned.end(), {dw, ds, dy, dy1});
+      }
+      ASSERT_EQ(kernels::Fp8BlockGemvMulti(products.data(), static_cast<int>(products.size()), c.in,
+                                           dx, rows, nullptr),
+                0);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (size_t p = 0; p < products.size(); ++p) {
+        const size_t n = rows * products[p].out;
+        std::vector<float> got(n), want(n);
+        cudaMemcpy(got.data(), products[p].y, n * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(want.data(), alone[p], n * 4, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n; ++i) ASSERT_FALSE(std::isnan(got[i])) << "product " << p;
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), n * 4), 0)
+            << "in " << c.in << " rows " << rows << " product " << p;
+      }
+      for (void* d : owned) cudaFree(d);
+      cudaFree(dx);
+    }
+  }
+  EXPECT_NE(kernels::Fp8BlockGemvMulti(nullptr, 0, 512, nullptr, 1, nullptr), 0);
+  EXPECT_NE(
+      kernels::Fp8BlockGemvMulti(nullptr, kernels::kMaxGemvProducts + 1, 512, nullptr, 1, nullptr),
+      0);
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "engine/backend/cuda/device_dense.h"
 #include "kernels/attention_rows.h"
 #include "kernels/compress.h"
 #include "kernels/dot_cpu_order.h"
@@ -23,62 +24,6 @@
 
 namespace deepinfer {
 namespace {
-
-#define DI_CUDA_TRY(expr)                 \
-  do {                                    \
-    if (const int _e = (expr)) return _e; \
-  } while (0)
-
-// The GEMVs take up to 8 rows a launch.
-constexpr int kGemvRows = 8;
-
-// y = x W^T for a dense weight. FP8 weights take the activations rounded through FP8 (the
-// reference numerics): up to kGemvMaxRows rows as fp32 values in `act` for the GEMV (fp32 sums),
-// above as e4m3 bytes with their scales for cuBLASLt's tensor cores (which accumulate with fewer
-// bits). bf16 weights take the activations as they are: up to kGemvMaxRows rows summed in fp32
-// by the GEMV, above through cuBLAS with each activation split into two bf16 terms (~16 mantissa
-// bits kept; the compressors, router gate, indexer weights and LM head of a prompt chunk).
-// (Rounding FP8 activations inside the GEMV instead was measured 2-3x slower: every warp redoes
-// the whole row's rounding.)
-// x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
-int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
-          const float* x_fp8 = nullptr) {
-  const bool fp8 = w.format == WeightFormat::kFp8Block;
-  if (!fp8 && !p.cpu_order && rows > kGemvMaxRows) {      // tensor cores, activations split in two
-    assert(p.bf16 != nullptr && p.buf.split != nullptr);  // made whenever max_batch > 8
-    return kernels::Bf16Gemm(*p.bf16, reinterpret_cast<const uint16_t*>(w.data), w.out, w.in, x,
-                             rows, p.buf.split, y, s);
-  }
-  if (fp8 && !p.cpu_order && rows > kGemvMaxRows) {  // e4m3 bytes: the same rounding
-    DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
-    return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
-                                 p.buf.act8_scale, rows, y, s);
-  }
-  if (fp8 && x_fp8) {
-    x = x_fp8;
-  } else if (fp8) {
-    DI_CUDA_TRY(kernels::QdqFp8Rows(x, rows, w.in, p.buf.act, s));
-    x = p.buf.act;
-  }
-  if (p.cpu_order) {
-    const auto f = fp8 ? kernels::StoredFormat::kFp8Block128 : kernels::StoredFormat::kBf16;
-    return kernels::QuantizedDotCpuOrder(f, w.data, w.scale, 0, w.out, w.in, x, w.in, rows, y,
-                                         w.out, s);
-  }
-  for (int r = 0; r < rows; r += kGemvRows) {
-    const int n = std::min(kGemvRows, rows - r);
-    DI_CUDA_TRY(
-        fp8 ? kernels::Fp8BlockGemv(w.data, w.scale, w.out, w.in, x + r * w.in, n, y + r * w.out, s)
-            : kernels::Bf16Gemv(reinterpret_cast<const uint16_t*>(w.data), w.out, w.in,
-                                x + r * w.in, n, y + r * w.out, s));
-  }
-  return 0;
-}
-
-// Dense of the block's normed input b.x, whose FP8 round trip HyperPreNorm left in b.xq.
-int DenseOfInput(const StepPlan& p, const DeviceLinear& w, int rows, float* y, void* s) {
-  return Dense(p, w, p.buf.x, rows, y, s, p.buf.xq);
-}
 
 int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
          float* y, void* s) {
@@ -130,8 +75,7 @@ int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
              const DeviceLayerCache& cache, int rows, void* s) {
   const StepBuffers& b = p.buf;
   const int proj = c.shape.proj(), width = c.shape.width;
-  DI_CUDA_TRY(DenseOfInput(p, c.wkv, rows, b.comp_kv, s));
-  DI_CUDA_TRY(DenseOfInput(p, c.wgate, rows, b.comp_gate, s));
+  DI_CUDA_TRY(DenseOfInputPair(p, c.wkv, b.comp_kv, c.wgate, b.comp_gate, rows, s));
   DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
                                       p.in.seg_begin, rows, p.in.seg_slot, kv_state, gate_state,
                                       b.pooled, b.emitted, s));
@@ -173,13 +117,13 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   const int64_t qr = c.q_lora_rank;
   const float eps = static_cast<float>(c.rms_norm_eps);
   kernels::RopeArgs rope{H, D, rd, L.inv_freq, p.in.pos, false};
-  DI_CUDA_TRY(DenseOfInput(p, L.wq_a, rows, b.q_lat, s));
+  // wkv reads the same input as wq_a: one launch for both.
+  DI_CUDA_TRY(DenseOfInputPair(p, L.wq_a, b.q_lat, L.wkv, b.kv, rows, s));
   if (p.cpu_order) {
     DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
     DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
     DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
     DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
-    DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
     DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
     DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
   } else {  // the same math in three fewer launches (kernels/fused_glue.h)
@@ -188,7 +132,6 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
     DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s, b.act));
     DI_CUDA_TRY(
         kernels::RmsNormRopeQdq(b.q, nullptr, int64_t{rows} * H, D, eps, &rope, b.q, nullptr, s));
-    DI_CUDA_TRY(DenseOfInput(p, L.wkv, rows, b.kv, s));
     kernels::RopeArgs kv_rope = rope;
     kv_rope.heads = 1;
     DI_CUDA_TRY(kernels::RmsNormRopeQdq(b.kv, L.kv_norm, rows, D, eps, &kv_rope, b.kv, nullptr, s));
@@ -341,8 +284,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
   if (L.has_shared) {
-    DI_CUDA_TRY(DenseOfInput(p, L.shared_w1, rows, b.sg, s));
-    DI_CUDA_TRY(DenseOfInput(p, L.shared_w3, rows, b.su, s));
+    DI_CUDA_TRY(DenseOfInputPair(p, L.shared_w1, b.sg, L.shared_w3, b.su, rows, s));
     if (p.cpu_order) {
       DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
       DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
