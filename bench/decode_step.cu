@@ -68,6 +68,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   float *streams = a.Take<float>(Bp * flat), *streams2 = a.Take<float>(Bp * flat);
   float *post = a.Take<float>(Bp * kHc), *comb = a.Take<float>(Bp * kHc * kHc);
   float *x = a.Take<float>(Bp * kHidden), *xn = a.Take<float>(Bp * kHidden);
+  float* xn_fp8 = a.Take<float>(Bp * kHidden);
   float *qlat = a.Take<float>(Bp * kQLora), *q = a.Take<float>(Bp * qdim);
   float *kv = a.Take<float>(Bp * kHeadDim), *comp = a.Take<float>(Bp * 4 * kHeadDim);
   float *iq = a.Take<float>(Bp * kIndexHeads * kIndexDim), *icomp = a.Take<float>(Bp * 512);
@@ -193,23 +194,27 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return k.cpu_order ? kernels::RmsNorm(in, weight, rows, dim, 1e-6f, y, s)
                        : kernels::RmsNormFast(in, weight, rows, dim, 1e-6f, y, s);
   };
+  // The mHC pre-mix and the block's input norm into xn (the device forward's HyperPreNorm: one
+  // fused form on the production kernels, with the FP8 round trip the products read).
   const auto hc_pre = [=](const float* fn, const float* base, const float* scale, const float* in,
-                          cudaStream_t s) {
+                          const float* norm_w, cudaStream_t s) {
     const kernels::HyperWeights hw{fn, base, scale};
-    return k.cpu_order
-               ? kernels::HyperPre(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x, s)
-               : kernels::HyperPreFast(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x,
-                                       hc_scratch, s);
+    if (k.cpu_order) {
+      if (const int e =
+              kernels::HyperPre(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x, s))
+        return e;
+      return kernels::RmsNorm(x, norm_w, B, kHidden, 1e-6f, xn, s);
+    }
+    return kernels::HyperPreFast(hw, in, B, kHc, kHidden, 1e-6f, 1e-6f, 20, post, comb, x,
+                                 hc_scratch, s, norm_w, xn, xn_fp8);
   };
   std::vector<Op> ops;
   auto add = [&](std::string name, double floor, double flops, auto fn) {
     ops.push_back({std::move(name), floor, flops, fn});
   };
   add("mhc_pre_attn", hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
-    return hc_pre(l.hc_attn_fn, l.hc_base, l.hc_scale, streams, s);
+    return hc_pre(l.hc_attn_fn, l.hc_base, l.hc_scale, streams, l.norm, s);
   });
-  add("attn_norm", 0, 0,
-      [=](L l, int, cudaStream_t s) { return norm(x, l.norm, B, kHidden, xn, s); });
   const double wq_a = kQLora * kHidden * 1.0, wq_b = qdim * kQLora * 1.0;
   add("wq_a", wq_a, 2.0 * B * wq_a, [=](L l, int, cudaStream_t s) {
     if (const int e = dense(l.wq_a, 0, l.wq_a.out, xn, qlat, s)) return e;
@@ -332,8 +337,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return kernels::HyperPost(streams, h, post, comb, B, kHc, kHidden, streams2, s);
   });
   add("mhc_pre_ffn", hc_bytes, 2.0 * B * kHcMix * flat, [=](L l, int, cudaStream_t s) {
-    if (const int e = hc_pre(l.hc_ffn_fn, l.hc_base, l.hc_scale, streams2, s)) return e;
-    return norm(x, l.norm, B, kHidden, xn, s);
+    return hc_pre(l.hc_ffn_fn, l.hc_base, l.hc_scale, streams2, l.norm, s);
   });
   const double gb = 2.0 * kExperts * kHidden;
   add("gate", gb, gb * B, [=](L l, int, cudaStream_t s) { return bf16(l.gate, xn, logits, s); });

@@ -53,14 +53,15 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
     ASSERT_EQ(kernels::RmsNormFast(dx.get(), dw.get(), rows, dim, 1e-6f, dy.get(), nullptr), 0);
     ExpectClose(dy.ToHost(), want, 1e-5f, "RmsNormFast");
   }
-  // Three rows take the sliced reductions, 70 the row-blocked ones (the last block partial); n = 6
-  // takes the one-lane Sinkhorn, n <= 5 the shuffled one.
+  // Rows under 64 take the sliced reductions (one row, three, 63), 64 and 70 rows the row-blocked
+  // ones (70: the last block partial); n = 6 takes the one-lane Sinkhorn, n <= 5 the shuffled one.
   struct Shape {
     int n;
     int64_t rows, dim;
   };
   for (const Shape& sh :
-       {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 70, 256}, Shape{1, 2, 128},
+       {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 1, 4096}, Shape{4, 63, 2048},
+        Shape{4, 2, 8192}, Shape{4, 64, 1024}, Shape{4, 70, 256}, Shape{1, 2, 128},
         Shape{2, 2, 128}, Shape{3, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}}) {
     const int n = sh.n;
     const int64_t rows = sh.rows, dim = sh.dim, flat = n * dim, mix = (2 + n) * n;

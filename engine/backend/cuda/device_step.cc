@@ -79,9 +79,16 @@ int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
   DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
                                       p.in.seg_begin, rows, p.in.seg_slot, kv_state, gate_state,
                                       b.pooled, b.emitted, s));
-  DI_CUDA_TRY(Norm(p, b.pooled, c.norm, rows, width, b.pooled_n, s));
-  DI_CUDA_TRY(
-      kernels::Rope(b.pooled_n, rows, 1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos, false, s));
+  if (p.cpu_order) {
+    DI_CUDA_TRY(Norm(p, b.pooled, c.norm, rows, width, b.pooled_n, s));
+    DI_CUDA_TRY(kernels::Rope(b.pooled_n, rows, 1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos,
+                              false, s));
+  } else {  // the same bits in one launch (kernels/fused_glue.h)
+    const kernels::RopeArgs rope{1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos, false};
+    DI_CUDA_TRY(kernels::RmsNormRopeQdq(b.pooled, c.norm, rows, width,
+                                        static_cast<float>(p.cfg->rms_norm_eps), &rope, b.pooled_n,
+                                        nullptr, s));
+  }
   if (indexer) {
     return kernels::HadamardFp4Rows(b.pooled_n, rows, width, r.comp_dest, nullptr, cache.keys, s);
   }
