@@ -29,8 +29,10 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--step-csv")
     args = ap.parse_args()
-    rows = [r for r in csv.reader(open(args.csv)) if len(r) > 10]
-    header, rows = rows[0], rows[1:]
+    # The program's own output (a JSON line has commas too) comes before ncu's header row.
+    rows = list(csv.reader(open(args.csv)))
+    first = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
+    header, rows = rows[first], [r for r in rows[first + 1:] if len(r) == len(rows[first])]
     col = {k: i for i, k in enumerate(header)}
     kernels = [(short(r[col["Kernel Name"]]), r[col["Block Size"]], r[col["Grid Size"]],
                 float(r[col["Metric Value"]].replace(",", "")) / 1000) for r in rows]

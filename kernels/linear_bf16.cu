@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     float wv[Outs][8];
 #pragma unroll
     for (int j = 0; j < Outs; ++j) {
-      const uint4 p = __ldg(wr[j] + c);
-      const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+      const uint4 packed = __ldg(wr[j] + c);
+      const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         wv[j][2 * k] = __int_as_float(static_cast<int>(words[k] << 16));

@@ -226,15 +226,24 @@ int Launch(const WideProducts& prods, int64_t in, const float* x, int groups, Gr
     } else {
       LaunchWide<Rows, 1>(prods, in, x, groups, g, stream);
     }
-  } else {
+  } else if (prods.n > 1) {  // each product as its own launch would take it (wide or narrow)
     for (int p = 0; p < prods.n; ++p) {
-      GroupStrides gp = g;
-      gp.y_row = prods.y_row[p];
-      const int64_t blocks = (prods.out[p] + kWarpsPerBlock - 1) / kWarpsPerBlock;
-      LaunchKernel(Fp8GemvKernel<Rows>, dim3(static_cast<unsigned>(blocks), groups),
-                   32 * kWarpsPerBlock, 0, stream, prods.w[p], prods.scale[p], prods.out[p], in, x,
-                   prods.y[p], gp);
+      WideProducts one;
+      one.w[0] = prods.w[p];
+      one.scale[0] = prods.scale[p];
+      one.y[0] = prods.y[p];
+      one.out[0] = prods.out[p];
+      one.y_row[0] = prods.y_row[p];
+      one.n = 1;
+      Launch<Rows>(one, in, x, groups, g, stream);
     }
+  } else {
+    GroupStrides gp = g;
+    gp.y_row = prods.y_row[0];
+    const int64_t blocks = (prods.out[0] + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    LaunchKernel(Fp8GemvKernel<Rows>, dim3(static_cast<unsigned>(blocks), groups),
+                 32 * kWarpsPerBlock, 0, stream, prods.w[0], prods.scale[0], prods.out[0], in, x,
+                 prods.y[0], gp);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -21,9 +21,10 @@ int Fp8BlockGemvGrouped(const uint8_t* w, const uint8_t* scale, int groups, int6
                         float* y, int64_t y_group_stride, int64_t y_row_stride, void* stream);
 
 /// Products of one activation batch by several FP8 weights of the same width, in one launch
-/// where the shapes allow (in % 512 == 0 and 16-byte aligned weights and x; else one launch
-/// each): each product's y [rows, out] is bit for bit what Fp8BlockGemv gives for it alone. Saves
-/// a launch per extra product at decode (wq_a with wkv, the shared expert's w1 with w3).
+/// where the shapes allow (in % 512 == 0 and 16-byte aligned weights and x; else each product
+/// launched as Fp8BlockGemv would launch it): each product's y [rows, out] is bit for bit what
+/// Fp8BlockGemv gives for it alone. Saves a launch per extra product at decode (wq_a with wkv, the
+/// shared expert's w1 with w3).
 constexpr int kMaxGemvProducts = 4;
 struct Fp8GemvProduct {
   const uint8_t* w;

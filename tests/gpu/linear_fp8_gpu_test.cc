@@ -135,7 +135,8 @@ TEST(LinearFp8GpuTest, GroupedMatchesPerGroupLinear) {
 
 // Several weights of one width in one launch: each product's output is bit for bit its own
 // launch's, with poisoned outputs (a row left unwritten or written twice by the wrong product
-// shows). The second case (in % 512 != 0) takes one launch per product.
+// shows). in % 512 != 0, or a weight off 16-byte alignment, makes each product take the launch it
+// would have alone (the narrow kernel for that weight, the wide one for the others).
 TEST(LinearFp8GpuTest, MultiProductsMatchTheirOwnLaunches) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(std::random_device{}());
@@ -143,9 +144,11 @@ TEST(LinearFp8GpuTest, MultiProductsMatchTheirOwnLaunches) {
   struct Case {
     int64_t in;
     std::vector<int64_t> outs;
+    int unaligned = -1;  // this product's weight starts one byte past an aligned address
   };
-  for (const Case& c : {Case{4096, {1024, 512, 2048, 300}}, Case{200, {130, 7}},
-                        Case{1024, {16389, 2}}, Case{4096, {2048, 2048}}}) {
+  for (const Case& c :
+       {Case{4096, {1024, 512, 2048, 300}}, Case{200, {130, 7}}, Case{1024, {16389, 2}},
+        Case{4096, {2048, 2048}}, Case{1024, {640, 384}, 1}}) {
     for (int rows : {1, 3, 8}) {
       std::vector<kernels::Fp8GemvProduct> products;
       std::vector<float*> alone;
@@ -154,7 +157,8 @@ TEST(LinearFp8GpuTest, MultiProductsMatchTheirOwnLaunches) {
       for (auto& v : x) v = u(rng);
       float* dx = Upload(x);
       for (int64_t out : c.outs) {
-        std::vector<uint8_t> w(out * c.in), s(((out + 127) / 128) * ((c.in + 127) / 128));
+        const int shift = static_cast<int>(products.size()) == c.unaligned ? 1 : 0;
+        std::vector<uint8_t> w(out * c.in + shift), s(((out + 127) / 128) * ((c.in + 127) / 128));
         for (auto& b : w) {
           do b = static_cast<uint8_t>(rng());
           while ((b & 0x7f) == 0x7f);
@@ -164,8 +168,8 @@ TEST(LinearFp8GpuTest, MultiProductsMatchTheirOwnLaunches) {
         uint8_t* ds = Upload(s);
         float* dy = Upload(std::vector<float>(rows * out, std::nanf("")));
         float* dy1 = Upload(std::vector<float>(rows * out, std::nanf("")));
-        ASSERT_EQ(kernels::Fp8BlockGemv(dw, ds, out, c.in, dx, rows, dy1, nullptr), 0);
-        products.push_back({dw, ds, out, dy});
+        ASSERT_EQ(kernels::Fp8BlockGemv(dw + shift, ds, out, c.in, dx, rows, dy1, nullptr), 0);
+        products.push_back({dw + shift, ds, out, dy});
         alone.push_back(dy1);
         owned.insert(owned.end(), {dw, ds, dy, dy1});
       }

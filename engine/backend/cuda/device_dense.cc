@@ -64,7 +64,8 @@ int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const 
                      float* yb, int rows, void* s) {
   const bool fp8 = a.format == WeightFormat::kFp8Block;
   const bool bf16 = a.format == WeightFormat::kBF16;
-  if (p.cpu_order || rows > kGemvRows || a.format != b.format || a.in != b.in || !(fp8 || bf16)) {
+  if (p.cpu_order || rows > kGemvMaxRows || a.format != b.format || a.in != b.in ||
+      !(fp8 || bf16)) {
     DI_CUDA_TRY(DenseOfInput(p, a, rows, ya, s));
     return DenseOfInput(p, b, rows, yb, s);
   }

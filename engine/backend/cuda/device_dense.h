@@ -25,8 +25,9 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
 int DenseOfInput(const StepPlan& p, const DeviceLinear& w, int rows, float* y, void* s);
 
 /// DenseOfInput of two weights, ya = x A^T and yb = x B^T, in one GEMV launch when both have
-/// one format and width, the step has up to kGemvRows rows and the numerics are the production
-/// ones; otherwise two DenseOfInput calls. Each output is bit for bit what DenseOfInput gives.
+/// one format and width, the step has up to kGemvMaxRows rows (the GEMV's) and the numerics are the
+/// production ones; otherwise two DenseOfInput calls. Each output is bit for bit what DenseOfInput
+/// gives.
 int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const DeviceLinear& b,
                      float* yb, int rows, void* s);
 
