@@ -13,15 +13,7 @@ model() { "${bin:+$bin/}deepinfer-model" "$@"; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tokens=$(python3 -c 'print(",".join(str((37 * i + 5) % 512) for i in range(300)))')
-compare() {
-  python3 - "$1" "$2" <<'PY'
-import sys, numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])  # cuda, cpu
-err = np.abs(a - b).max(axis=1) / np.abs(b).max(axis=1)
-agree = (a.argmax(axis=1) == b.argmax(axis=1)).mean()
-print(f"max {err.max():.2e}  p99 {np.quantile(err, 0.99):.2e}  argmax {100 * agree:.1f} %")
-PY
-}
+compare() { python3 "$(dirname "$0")/lib/compare_logits.py" "$1" "$2"; }  # cuda, cpu
 for spec in "--seed 11" "--seed 12 --hidden 256" "--seed 13 --hidden 512 --heads 8"; do
   dir="$work/ck"
   rm -rf "$dir"
