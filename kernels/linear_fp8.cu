@@ -84,13 +84,16 @@ struct WideProducts {
 // such loads in flight. With several activation rows a warp takes Outs weight rows, so every
 // activation load from L1 serves Outs weight rows instead of one. With split > 1, that many
 // consecutive warps share the rows and take interleaved 512-column steps (FinishSplitDots).
-template <int Rows, int Outs>
+// Multi: several products (a block finds its own); else product 0, a constant index, so the
+// single and grouped launches compile as they did before products existed (a runtime index costs
+// the 8-row form spilled registers).
+template <int Rows, int Outs, bool Multi>
 __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* __restrict__ x,
                                   GroupStrides g) {
   AwaitProducers();
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   int p = 0;
-  while (p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
+  while (Multi && p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
   const int block = static_cast<int>(blockIdx.x) - (p > 0 ? prods.block_end[p - 1] : 0);
   const uint8_t* w = prods.w[p] + blockIdx.y * g.w;
   const uint8_t* scale = prods.scale[p] + blockIdx.y * g.scale;
@@ -195,8 +198,13 @@ void LaunchWide(WideProducts prods, int64_t in, const float* x, int groups, Grou
     blocks += static_cast<int>((prods.out[p] + per_block - 1) / per_block);
     prods.block_end[p] = blocks;
   }
-  LaunchKernel(Fp8GemvWideKernel<Rows, Outs>, dim3(static_cast<unsigned>(blocks), groups),
-               32 * kWarpsPerBlock, 0, stream, prods, in, x, g);
+  if (prods.n > 1) {
+    LaunchKernel(Fp8GemvWideKernel<Rows, Outs, true>, dim3(static_cast<unsigned>(blocks), groups),
+                 32 * kWarpsPerBlock, 0, stream, prods, in, x, g);
+  } else {
+    LaunchKernel(Fp8GemvWideKernel<Rows, Outs, false>, dim3(static_cast<unsigned>(blocks), groups),
+                 32 * kWarpsPerBlock, 0, stream, prods, in, x, g);
+  }
 }
 
 // Whether every product can take the wide kernel (the narrow one serves one product a launch).
