@@ -9,9 +9,10 @@
 #                                  context, the experts as the device forward takes them
 #   bench_prefill --contexts 8192  one 8K chunk through V4-Flash-shaped layers
 #   bench/turns.sh (DEVICE=cuda)   conversation turns on the device forward, parked and not
+#   profile (not in the default)   bench/profile_device_forward.sh and bench/profile_experts.sh
 # Run from the repository root after `source gpu-bundle/env.sh` (docs/gpu.md), the programs on
 # the PATH:  bench/gpu_session.sh OUT_DIR [PART...]   (parts: tests agreement forward decode
-# prefill turns; default all). Takes about 10 minutes in all.
+# prefill turns profile; default all but profile). Takes about 10 minutes in all.
 set -uo pipefail
 out=${1:?OUT_DIR}
 shift
@@ -65,6 +66,17 @@ for part in "${parts[@]}"; do
       DEVICE=cuda timeout 200 bench/turns.sh "$bin" "${kernel_shaped[@]}" >"$out/turns.txt" 2>&1
       echo "turns exit $?"
       cat "$out/turns.txt"
+      ;;
+    profile)
+      timeout 300 bash bench/profile_device_forward.sh "$out/profile" >"$out/profile.txt" 2>&1
+      echo "profile exit $?"
+      head -30 "$out/profile.txt"
+      timeout 90 bash bench/profile_experts.sh "$out/profile/model" "$out/ncu_experts.txt"
+      echo "profile_experts exit $?"
+      grep -E "Fp4ExpertKernel|Duration|DRAM Throughput|L1/TEX Cache Throughput|Registers Per|Achieved Occupancy|Waves Per SM" \
+        "$out/ncu_experts.txt"
+      gzip -f "$out/profile/ncu.csv"
+      rm -rf "$out/profile/model"
       ;;
     *) echo "unknown part $part" ;;
   esac
