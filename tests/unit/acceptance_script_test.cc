@@ -3,7 +3,6 @@
 // argmax agreement the two logits files have (computed here from the same files) and fail them
 // against the bound.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,24 +15,12 @@
 namespace deepinfer {
 namespace {
 
+using testing::CommandRun;
+using testing::RunCommand;
 using testing::TempDir;
 
-struct ShellRun {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-ShellRun Shell(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  ShellRun r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// The command's stdout and stderr together.
+CommandRun Shell(const std::string& cmd) { return RunCommand(cmd + " 2>&1"); }
 
 size_t Count(const std::string& text, const std::string& word) {
   size_t n = 0;
@@ -45,14 +32,14 @@ class AcceptanceScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Shell("command -v python3").code != 0) GTEST_SKIP() << "no python3";
-    const ShellRun r = Shell(bin_ + "/deepinfer-model make-tiny --out " + model() +
-                             " --quantize fp8-fp4 --seed 9 --vocab 300");
+    const CommandRun r = Shell(bin_ + "/deepinfer-model make-tiny --out " + model() +
+                               " --quantize fp8-fp4 --seed 9 --vocab 300");
     ASSERT_EQ(r.code, 0) << r.out;
   }
   std::string model() const { return dir_ / "m"; }
   std::string Logits(const std::string& tokens, const std::string& out) {
-    const ShellRun r = Shell(bin_ + "/deepinfer-model logits --model " + model() + " --tokens " +
-                             tokens + " --out " + out);
+    const CommandRun r = Shell(bin_ + "/deepinfer-model logits --model " + model() + " --tokens " +
+                               tokens + " --out " + out);
     EXPECT_EQ(r.code, 0) << r.out;
     return out;
   }
@@ -61,7 +48,7 @@ class AcceptanceScriptTest : public ::testing::Test {
 };
 
 TEST_F(AcceptanceScriptTest, PassesWithTheCpuOnBothSides) {
-  const ShellRun r =
+  const CommandRun r =
       Shell("DEVICE=cpu bash " + src_ + "/bench/acceptance.sh " + model() + " '' " + bin_);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(Count(r.out, "PASS"), 4u) << r.out;  // two numerics, prefill and decode
@@ -77,7 +64,6 @@ TEST_F(AcceptanceScriptTest, CompareReportsTheDifferenceAndFailsBeyondTheBound) 
   ASSERT_TRUE(x.ok() && y.ok());
   const int64_t rows = x->shape[0], vocab = x->shape[1];
   double worst = 0, best = INFINITY;
-  int agree = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* ra = &x->data[r * vocab];
     const float* rb = &y->data[r * vocab];
@@ -88,15 +74,15 @@ TEST_F(AcceptanceScriptTest, CompareReportsTheDifferenceAndFailsBeyondTheBound) 
     }
     worst = std::max(worst, diff / scale);
     best = std::min(best, diff / scale);
-    agree += std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
   }
   char want[96];
   std::snprintf(want, sizeof(want), "max %.2e", worst);
   const std::string compare = "python3 " + src_ + "/bench/lib/compare_logits.py " + a + " " + b;
-  ShellRun r = Shell(compare);
+  CommandRun r = Shell(compare);
   EXPECT_EQ(r.code, 0) << r.out;  // no bound: a report only
   EXPECT_NE(r.out.find(want), std::string::npos) << want << " in " << r.out;
-  std::snprintf(want, sizeof(want), "argmax %.1f %%", 100.0 * agree / static_cast<double>(rows));
+  std::snprintf(want, sizeof(want), "argmax %.1f %%",
+                100.0 * testing::ArgmaxAgreement(x->data.data(), y->data.data(), rows, vocab));
   EXPECT_NE(r.out.find(want), std::string::npos) << want << " in " << r.out;
   ASSERT_GT(worst, 1e-2);
   r = Shell(compare + " --bound 1e-2");

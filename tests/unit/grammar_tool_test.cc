@@ -1,7 +1,6 @@
 // deepinfer-grammar check end to end with the default (real) tokenizer on the repository's case
 // file, a failing case file, and bad usage.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -14,21 +13,11 @@ namespace {
 
 const std::string kTok = Tokenizer::DefaultDir(DEEPINFER_SOURCE_DIR);
 
-struct ToolRun {
-  int code;
-  std::string out;
-};
+using ToolRun = testing::CommandRun;
 
 ToolRun Tool(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_BIN_DIR) + "/deepinfer-grammar " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ToolRun r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(std::string(DEEPINFER_BIN_DIR) + "/deepinfer-grammar " + args +
+                             " 2>&1");
 }
 
 TEST(GrammarToolTest, RepositoryCasesPass) {

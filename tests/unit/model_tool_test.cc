@@ -1,7 +1,6 @@
 // deepinfer-model end to end: make-tiny, inspect, logits (prefill and decode agree), generate,
 // and clear errors with the documented exit codes for bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,22 +20,10 @@ namespace {
 
 using testing::TempDir;
 
-struct ToolRun {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using ToolRun = testing::CommandRun;
 
 ToolRun Tool(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_BIN_DIR) + "/deepinfer-model " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ToolRun r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(std::string(DEEPINFER_BIN_DIR) + "/deepinfer-model " + args + " 2>&1");
 }
 
 class ModelToolTest : public ::testing::Test {

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -122,6 +124,24 @@ inline double ArgmaxAgreement(const float* a, const float* b, int64_t rows, int6
     same += std::max_element(x, x + width) - x == std::max_element(y, y + width) - y;
   }
   return static_cast<double>(same) / static_cast<double>(rows);
+}
+
+/// What a shell command printed (its redirections are the caller's) and its exit code (-1: it
+/// did not exit normally or could not start).
+struct CommandRun {
+  int code;
+  std::string out;
+};
+inline CommandRun RunCommand(const std::string& cmd) {
+  CommandRun r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 inline std::vector<int32_t> ReadTokens(const std::string& path) {

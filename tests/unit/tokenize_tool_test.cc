@@ -1,7 +1,6 @@
 // deepinfer-tokenize end to end: encode (both modes) and decode over JSON lines, chat rendering,
 // and clear errors with the documented exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 
@@ -17,22 +16,11 @@ const std::string kRoot = DEEPINFER_SOURCE_DIR;
 const std::string kTok = Tokenizer::DefaultDir(kRoot);
 const std::string kV4Tok = kRoot + "/deps/tokenizer-v4-test";
 
-struct ToolRun {
-  int code;
-  std::string out;
-};
+using ToolRun = testing::CommandRun;
 
 ToolRun Tool(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(DEEPINFER_BIN_DIR) + "/deepinfer-tokenize " + args +
-                          (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  ToolRun r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(std::string(DEEPINFER_BIN_DIR) + "/deepinfer-tokenize " + args +
+                             (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 TEST(TokenizeToolTest, EncodeAndDecodeJsonLines) {
