@@ -8,6 +8,7 @@
 #include "bench/decode_layer.h"
 #include "kernels/compress.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/expert_fp4_limbs.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
@@ -86,6 +87,9 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   float *pa = a.Take<float>(pairs * kMoeInter), *py = a.Take<float>(pairs * kHidden);
   const int64_t pairs_padded = kernels::Fp8GemmPaddedRows(pairs);
   uint8_t* pq = a.Take<uint8_t>(pairs_padded * kMoeInter);
+  // One-token steps: the experts' inputs as integer limbs (the row's, then its pairs').
+  uint8_t* limbs = a.Take<uint8_t>(3 * (kHidden + pairs * kMoeInter));
+  float* limb_scales = a.Take<float>((kHidden + pairs * kMoeInter) / 128);
   float* ps = a.Take<float>(kernels::Fp8ActScaleCount(pairs, kMoeInter));
   int64_t* positions = a.Take<int64_t>(B);
   int64_t* offsets = a.Take<int64_t>(B + 1);
@@ -159,7 +163,9 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     if (!row_index) return {};
     cudaMemcpy(row_index, index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
   }
-  if (!streams2 || !py || !offsets || !pq || !ps || !attn_scratch || !split) return {};
+  if (!streams2 || !py || !offsets || !pq || !ps || !attn_scratch || !split || !limbs ||
+      !limb_scales)
+    return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
   // Decode: sequence b at position context - 1 - b, so 1 in m sequences closes a compressor
@@ -365,6 +371,19 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int n_down = n_up;
   const int expert_window = kernels::ExpertMmaWindow(pairs, kExperts);
   add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
+    if (cuda_core && B == 1 && !k.cpu_order) {  // exact integer sums (the device forward's)
+      uint8_t* pair_limbs = limbs + 3 * kHidden;
+      float* pair_scales = limb_scales + kHidden / 128;
+      if (const int e = kernels::ActLimbsFp8(xn, 1, kHidden, limbs, limb_scales, s)) return e;
+      if (const int e =
+              kernels::Fp4ExpertGateUpLimbs(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up, n_up,
+                                            10.0f, limbs, limb_scales, pa, s, n_live))
+        return e;
+      if (const int e = kernels::ActLimbsFp8(pa, pairs, kMoeInter, pair_limbs, pair_scales, s))
+        return e;
+      return kernels::Fp4ExpertGemvLimbs(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pair_limbs,
+                                         pair_scales, py, s, n_live);
+    }
     if (cuda_core) {  // fp32 activations on CUDA cores
       // Gate and up products and the SwiGLU in one launch.
       if (const int e = kernels::Fp4ExpertGateUp(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up,

@@ -10,6 +10,7 @@
 #include "kernels/attention_rows.h"
 #include "kernels/compress.h"
 #include "kernels/dot_cpu_order.h"
+#include "kernels/expert_fp4_limbs.h"
 #include "kernels/forward_glue.h"
 #include "kernels/fused_glue.h"
 #include "kernels/indexer.h"
@@ -225,17 +226,29 @@ int CpuOrderExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
 }
 
 // The routed experts of a one-token step on CUDA cores: activations rounded through FP8 as the
-// reference numerics do, fp32 sums. At one token an expert this GEMV streams the weights faster
-// than the tensor-core kernel (57 against 77 us per V4-Flash layer on the H200); from two tokens
-// the tensor cores are faster (317 against 431 us at batch 8): bench/RESULTS-gpu.md, "Experts on
-// tensor cores".
+// reference numerics do. Where the widths are whole 128-value blocks, as in every V4 model, the
+// sums are exact integer sums over the activations' limbs (kernels/expert_fp4_limbs.h): 44 us a
+// V4-Flash layer on the H200 against 57 for the fp32 GEMV that takes other widths, and 64 for
+// the tensor-core kernel, which wins from two tokens on (bench/RESULTS-gpu.md, "Exact integer
+// sums for the one-token experts").
 int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
   const int64_t d = c.hidden_size, inter = c.moe_intermediate_size, pairs = c.num_experts_per_tok;
-  DI_CUDA_TRY(kernels::Fp4ExpertGateUp(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity, 1,
-                                       static_cast<float>(c.swiglu_limit), b.xq, b.pair_act, s,
-                                       b.n_live));
+  const float limit = static_cast<float>(c.swiglu_limit);
+  if (d % 128 == 0 && inter % 128 == 0) {
+    uint8_t* const pair_limbs = b.limbs + 3 * d;
+    float* const pair_scales = b.limb_scale + d / 128;
+    DI_CUDA_TRY(kernels::ActLimbsFp8(b.xq, 1, d, b.limbs, b.limb_scale, s));
+    DI_CUDA_TRY(kernels::Fp4ExpertGateUpLimbs(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity,
+                                              limit, b.limbs, b.limb_scale, b.pair_act, s,
+                                              b.n_live));
+    DI_CUDA_TRY(kernels::ActLimbsFp8(b.pair_act, pairs, inter, pair_limbs, pair_scales, s));
+    return kernels::Fp4ExpertGemvLimbs(L.w2, L.s2, d, inter, b.down, capacity, pair_limbs,
+                                       pair_scales, b.pair_out, s, b.n_live);
+  }
+  DI_CUDA_TRY(kernels::Fp4ExpertGateUp(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity, 1, limit,
+                                       b.xq, b.pair_act, s, b.n_live));
   DI_CUDA_TRY(kernels::QdqFp8Rows(b.pair_act, pairs, inter, b.pair_act, s));
   return kernels::Fp4ExpertGemv(L.w2, L.s2, d, inter, b.down, capacity, 1, b.pair_act, b.pair_out,
                                 s, b.n_live);

@@ -64,6 +64,10 @@ struct StepBuffers {
   // Activations in e4m3 with their scales for the tensor cores (experts; dense above kGemvMaxRows).
   uint8_t *act8, *pair8;
   float *act8_scale, *pair8_scale;
+  // One-row steps: the experts' inputs as integer limbs (kernels/expert_fp4_limbs.h), the row's
+  // then its pairs'.
+  uint8_t* limbs;
+  float* limb_scale;
   uint16_t* split;  // the bf16 halves of a bf16 product's activations (kernels/gemm_bf16.h)
   float *gate_logits, *route_w, *pair_act, *pair_out, *sg, *su, *sa, *hs;
   int32_t *route_e, *rank, *n_live;

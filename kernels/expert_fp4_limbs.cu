@@ -1,0 +1,221 @@
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/device_math.cuh"
+#include "kernels/exact_math.h"
+#include "kernels/expert_fp4_limbs.h"
+#include "kernels/launch.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxGridY = 65535;
+
+// One warp per 128-value block of a row, four values a lane: the block's exponent from its amax,
+// each value's e4m3 round trip as an integer count of 2^(e - 9), and that integer's three bytes
+// into the planes of its 32-value block.
+__global__ void __launch_bounds__(32)
+    ActLimbsKernel(const float* __restrict__ x, int64_t in, uint8_t* __restrict__ limbs,
+                   float* __restrict__ scales) {
+  AwaitProducers();
+  const int64_t row = blockIdx.y, block = blockIdx.x;
+  const int lane = threadIdx.x;
+  const float4 v = reinterpret_cast<const float4*>(x + row * in + block * 128)[lane];
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const int e = E4M3ScaleExponent(amax, kActAmaxFloor);
+  const float values[4] = {v.x, v.y, v.z, v.w};
+  uint32_t plane[3] = {0, 0, 0};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    // An e4m3 value is a multiple of 2^-9 of at most 448: q is an exact integer, |q| <= 229,376.
+    const int q = __float2int_rn(ldexpf(QdqE4M3(values[k], e), 9 - e));
+    plane[0] |= static_cast<uint32_t>(q & 0xff) << (8 * k);
+    plane[1] |= static_cast<uint32_t>((q >> 8) & 0xff) << (8 * k);
+    plane[2] |= static_cast<uint32_t>((q >> 16) & 0xff) << (8 * k);  // two's complement: -4..3
+  }
+  uint8_t* out =
+      limbs + (row * (in / 32) + block * 4 + lane / 8) * kLimbBlockBytes + 4 * (lane % 8);
+#pragma unroll
+  for (int p = 0; p < 3; ++p) *reinterpret_cast<uint32_t*>(out + 32 * p) = plane[p];
+  if (lane == 0) scales[row * (in / 128) + block] = ldexpf(1.0f, e - 10);
+}
+
+// Four e2m1 nibbles (the low 16 bits of nib, first weight lowest) as signed bytes holding twice
+// their values: the magnitudes' codes pick from a positive and a negative table, the sign bits
+// pick between the two.
+__device__ __forceinline__ uint32_t DoubledE2m1x4(uint32_t nib) {
+  const uint32_t code = nib & 0x7777u;                               // bit 3 would sign-extend
+  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, code);  // 0 1 2 3 | 4 6 8 12
+  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, code);  // their negatives
+  return __byte_perm(pos, neg, ((nib >> 1) & 0x4444u) | 0x3210u);
+}
+
+// Sum of four signed-byte products with unsigned bytes (x_u8), and with signed ones (x_s8).
+__device__ __forceinline__ int Dp4aSignedUnsigned(uint32_t w, uint32_t x_u8, int c) {
+  int d;
+  asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x_u8), "r"(c));
+  return d;
+}
+__device__ __forceinline__ int Dp4aSigned(uint32_t w, uint32_t x_s8, int c) {
+  return __dp4a(static_cast<int>(w), static_cast<int>(x_s8), c);
+}
+
+struct LimbMats {
+  const uint8_t *const *w, *const *s, *const *w2, *const *s2;
+  float limit;
+};
+
+// A warp takes Outs output rows of one one-row group (Paired: Outs / 2 rows of the gate weights
+// and the same rows of the up weights, and writes their SwiGLU). Each lane takes every 32nd
+// 32-weight block: one 16-byte weight load a row, six 16-byte limb loads shared by the rows, and
+// per row a block sum of 24 DP4A in int32 (|sum| < 2^27), scaled by the weight's e8m0 scale and
+// the activations' scale (powers of two: exact) and added in fp32. A row's sums do not depend on
+// Outs or Paired, so the paired launch gives the single one's values bit for bit.
+template <int Outs, bool Paired>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
+    Fp4LimbsKernel(LimbMats mats, int64_t out, int64_t in, const ExpertGroup* __restrict__ groups,
+                   int first, const int32_t* __restrict__ live, const uint8_t* __restrict__ limbs,
+                   const float* __restrict__ limb_scales, float* __restrict__ y) {
+  AwaitProducers();
+  if (live != nullptr && first + static_cast<int>(blockIdx.y) >= *live) return;
+  __shared__ ExpertGroup group;
+  if (threadIdx.x == 0) group = groups[first + blockIdx.y];
+  __syncthreads();
+  if (group.rows != 1) return;
+  constexpr int kPerMat = Paired ? Outs / 2 : Outs;
+  const int64_t o0 =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kPerMat;
+  if (o0 >= out) return;
+  const int lane = threadIdx.x & 31, e = group.expert;
+  const int64_t chunks = in / 32;
+  const uint4* wr[Outs];
+  const uint8_t* sr[Outs];
+#pragma unroll
+  for (int j = 0; j < Outs; ++j) {
+    // Rows past the end re-read the last row; their results are not stored.
+    const int64_t o = o0 + j % kPerMat < out ? o0 + j % kPerMat : out - 1;
+    const bool up = Paired && j >= kPerMat;
+    wr[j] = reinterpret_cast<const uint4*>((up ? mats.w2[e] : mats.w[e]) + o * (in / 2));
+    sr[j] = (up ? mats.s2[e] : mats.s[e]) + o * chunks;
+  }
+  const int64_t x_row = group.x_row[0];
+  const uint4* xl = reinterpret_cast<const uint4*>(limbs + x_row * chunks * kLimbBlockBytes);
+  const float* xs = limb_scales + x_row * (in / 128);
+  float acc[Outs];
+#pragma unroll
+  for (int j = 0; j < Outs; ++j) acc[j] = 0.0f;
+  for (int64_t c = lane; c < chunks; c += 32) {
+    uint4 packed[Outs];
+    uint32_t scale[Outs];
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+      packed[j] = __ldg(wr[j] + c);
+      scale[j] = __ldg(sr[j] + c);
+    }
+    uint32_t plane[3][8];  // the block's 32 limbs of each plane, four a word
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {
+      const uint4 l = __ldg(xl + c * 6 + i);
+      plane[i / 2][4 * (i % 2)] = l.x;
+      plane[i / 2][4 * (i % 2) + 1] = l.y;
+      plane[i / 2][4 * (i % 2) + 2] = l.z;
+      plane[i / 2][4 * (i % 2) + 3] = l.w;
+    }
+    const float x_scale = __ldg(xs + c / 4);
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) {
+      int a0 = 0, a1 = 0, a2 = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // one 32-bit word: 8 weights, two limb words a plane
+        const uint32_t word = q == 0   ? packed[j].x
+                              : q == 1 ? packed[j].y
+                              : q == 2 ? packed[j].z
+                                       : packed[j].w;
+        const uint32_t lo = DoubledE2m1x4(word), hi = DoubledE2m1x4(word >> 16);
+        a0 = Dp4aSignedUnsigned(hi, plane[0][2 * q + 1],
+                                Dp4aSignedUnsigned(lo, plane[0][2 * q], a0));
+        a1 = Dp4aSignedUnsigned(hi, plane[1][2 * q + 1],
+                                Dp4aSignedUnsigned(lo, plane[1][2 * q], a1));
+        a2 = Dp4aSigned(hi, plane[2][2 * q + 1], Dp4aSigned(lo, plane[2][2 * q], a2));
+      }
+      // |a2| <= 32 * 12 * 4, |a1|, |a0| <= 32 * 12 * 255: the sum stays far inside int32.
+      const int sum = a2 * 65536 + a1 * 256 + a0;
+      acc[j] += static_cast<float>(sum) * (E8M0(scale[j]) * x_scale);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerMat; ++j) {
+    const float v = WarpSum(acc[j]);
+    float result = v;
+    if constexpr (Paired) result = SwiGluF(v, WarpSum(acc[j + kPerMat]), mats.limit);
+    if (lane == 0 && o0 + j < out) y[group.y_row[0] * out + o0 + j] = result;
+  }
+}
+
+template <int Outs, bool Paired>
+void LaunchLimbs(const LimbMats& mats, int64_t out, int64_t in, const ExpertGroup* groups,
+                 int n_groups, const int32_t* live, const uint8_t* limbs, const float* scales,
+                 float* y, cudaStream_t stream) {
+  const int64_t per_block = kWarpsPerBlock * (Paired ? Outs / 2 : Outs);
+  for (int first = 0; first < n_groups; first += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((out + per_block - 1) / per_block),
+                    static_cast<unsigned>(std::min(kMaxGridY, n_groups - first)));
+    LaunchKernel(Fp4LimbsKernel<Outs, Paired>, grid, kWarpsPerBlock * 32, 0, stream, mats, out, in,
+                 groups, first, live, limbs, scales, y);
+  }
+}
+
+// Four rows a warp share each limb load, as long as enough warps stay in flight; otherwise two.
+template <bool Paired>
+int Dispatch(const LimbMats& mats, int64_t out, int64_t in, const ExpertGroup* groups, int n_groups,
+             const uint8_t* limbs, const float* scales, float* y, void* stream,
+             const int32_t* live) {
+  if (in % 128 != 0 || out <= 0 || n_groups < 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (n_groups == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int64_t warps_at_4 = n_groups * ((Paired ? 2 : 1) * out / 4);
+  if (warps_at_4 >= 2048 || Paired) {
+    LaunchLimbs<4, Paired>(mats, out, in, groups, n_groups, live, limbs, scales, y, s);
+  } else {
+    LaunchLimbs<2, Paired>(mats, out, in, groups, n_groups, live, limbs, scales, y, s);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int ActLimbsFp8(const float* x, int64_t rows, int64_t in, uint8_t* limbs, float* scales,
+                void* stream) {
+  if (in % 128 != 0 || rows < 0 || rows > kMaxGridY) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  LaunchKernel(ActLimbsKernel, dim3(static_cast<unsigned>(in / 128), static_cast<unsigned>(rows)),
+               32, 0, static_cast<cudaStream_t>(stream), x, in, limbs, scales);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int Fp4ExpertGemvLimbs(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
+                       int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* limbs,
+                       const float* limb_scales, float* y, void* stream,
+                       const int32_t* live_groups) {
+  const LimbMats mats{weights, scales, nullptr, nullptr, 0.0f};
+  return Dispatch<false>(mats, out, in, groups, n_groups, limbs, limb_scales, y, stream,
+                         live_groups);
+}
+
+int Fp4ExpertGateUpLimbs(const uint8_t* const* w1, const uint8_t* const* s1,
+                         const uint8_t* const* w3, const uint8_t* const* s3, int64_t out,
+                         int64_t in, const ExpertGroup* groups, int n_groups, float limit,
+                         const uint8_t* limbs, const float* limb_scales, float* y, void* stream,
+                         const int32_t* live_groups) {
+  const LimbMats mats{w1, s1, w3, s3, limit};
+  return Dispatch<true>(mats, out, in, groups, n_groups, limbs, limb_scales, y, stream,
+                        live_groups);
+}
+
+}  // namespace deepinfer::kernels
