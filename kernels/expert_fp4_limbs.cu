@@ -5,6 +5,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/expert_fp4_limbs.h"
+#include "kernels/int_limbs.h"
 #include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
@@ -35,25 +36,17 @@ __global__ void __launch_bounds__(32)
   for (int k = 0; k < 4; ++k) {
     // An e4m3 value is a multiple of 2^-9 of at most 448: q is an exact integer, |q| <= 229,376.
     const int q = __float2int_rn(ldexpf(QdqE4M3(values[k], e), 9 - e));
-    plane[0] |= static_cast<uint32_t>(q & 0xff) << (8 * k);
-    plane[1] |= static_cast<uint32_t>((q >> 8) & 0xff) << (8 * k);
-    plane[2] |= static_cast<uint32_t>((q >> 16) & 0xff) << (8 * k);  // two's complement: -4..3
+    uint32_t low, mid, top;
+    SplitLimbs(q, &low, &mid, &top);
+    plane[0] |= low << (8 * k);
+    plane[1] |= mid << (8 * k);
+    plane[2] |= top << (8 * k);
   }
   uint8_t* out =
       limbs + (row * (in / 32) + block * 4 + lane / 8) * kLimbBlockBytes + 4 * (lane % 8);
 #pragma unroll
   for (int p = 0; p < 3; ++p) *reinterpret_cast<uint32_t*>(out + 32 * p) = plane[p];
   if (lane == 0) scales[row * (in / 128) + block] = ldexpf(1.0f, e - 10);
-}
-
-// Four e2m1 nibbles (the low 16 bits of nib, first weight lowest) as signed bytes holding twice
-// their values: the magnitudes' codes pick from a positive and a negative table, the sign bits
-// pick between the two.
-__device__ __forceinline__ uint32_t DoubledE2m1x4(uint32_t nib) {
-  const uint32_t code = nib & 0x7777u;                               // bit 3 would sign-extend
-  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, code);  // 0 1 2 3 | 4 6 8 12
-  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, code);  // their negatives
-  return __byte_perm(pos, neg, ((nib >> 1) & 0x4444u) | 0x3210u);
 }
 
 // Sum of four signed-byte products with unsigned bytes (x_u8), and with signed ones (x_s8).
@@ -145,7 +138,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
         a2 = Dp4aSigned(hi, plane[2][2 * q + 1], Dp4aSigned(lo, plane[2][2 * q], a2));
       }
       // |a2| <= 32 * 12 * 4, |a1|, |a0| <= 32 * 12 * 255: the sum stays far inside int32.
-      const int sum = a2 * 65536 + a1 * 256 + a0;
+      const int sum = JoinLimbSums(a0, a1, a2);
       acc[j] += static_cast<float>(sum) * (E8M0(scale[j]) * x_scale);
     }
   }
