@@ -371,7 +371,9 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int n_down = n_up;
   const int expert_window = kernels::ExpertMmaWindow(pairs, kExperts);
   add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
-    if (cuda_core && B == 1 && !k.cpu_order) {  // exact integer sums (the device forward's)
+    // Batch 1: exact integer sums, as the device forward's one-row steps (ActLimbsFp8 rounds xn
+    // through FP8 itself, as the forward's input already is).
+    if (cuda_core && B == 1 && !k.cpu_order) {
       uint8_t* pair_limbs = limbs + 3 * kHidden;
       float* pair_scales = limb_scales + kHidden / 128;
       if (const int e = kernels::ActLimbsFp8(xn, 1, kHidden, limbs, limb_scales, s)) return e;

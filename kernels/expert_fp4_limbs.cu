@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
   const int64_t o0 =
       (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kPerMat;
   if (o0 >= out) return;
-  const int lane = threadIdx.x & 31, e = group.expert;
+  const int lane = threadIdx.x & 31, expert = group.expert;
   const int64_t chunks = in / 32;
   const uint4* wr[Outs];
   const uint8_t* sr[Outs];
@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
     // Rows past the end re-read the last row; their results are not stored.
     const int64_t o = o0 + j % kPerMat < out ? o0 + j % kPerMat : out - 1;
     const bool up = Paired && j >= kPerMat;
-    wr[j] = reinterpret_cast<const uint4*>((up ? mats.w2[e] : mats.w[e]) + o * (in / 2));
-    sr[j] = (up ? mats.s2[e] : mats.s[e]) + o * chunks;
+    wr[j] = reinterpret_cast<const uint4*>((up ? mats.w2[expert] : mats.w[expert]) + o * (in / 2));
+    sr[j] = (up ? mats.s2[expert] : mats.s[expert]) + o * chunks;
   }
   const int64_t x_row = group.x_row[0];
   const uint4* xl = reinterpret_cast<const uint4*>(limbs + x_row * chunks * kLimbBlockBytes);
@@ -165,6 +165,8 @@ void LaunchLimbs(const LimbMats& mats, int64_t out, int64_t in, const ExpertGrou
 }
 
 // Four rows a warp share each limb load, as long as enough warps stay in flight; otherwise two.
+// The paired launch always takes four (two gate rows and their up rows): its warps are twice as
+// many for the same output rows.
 template <bool Paired>
 int Dispatch(const LimbMats& mats, int64_t out, int64_t in, const ExpertGroup* groups, int n_groups,
              const uint8_t* limbs, const float* scales, float* y, void* stream,
@@ -172,8 +174,7 @@ int Dispatch(const LimbMats& mats, int64_t out, int64_t in, const ExpertGroup* g
   if (in % 128 != 0 || out <= 0 || n_groups < 0) return static_cast<int>(cudaErrorInvalidValue);
   if (n_groups == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
-  const int64_t warps_at_4 = n_groups * ((Paired ? 2 : 1) * out / 4);
-  if (warps_at_4 >= 2048 || Paired) {
+  if (Paired || n_groups * (out / 4) >= 2048) {
     LaunchLimbs<4, Paired>(mats, out, in, groups, n_groups, live, limbs, scales, y, s);
   } else {
     LaunchLimbs<2, Paired>(mats, out, in, groups, n_groups, live, limbs, scales, y, s);

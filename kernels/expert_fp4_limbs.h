@@ -3,8 +3,9 @@
 // an integer q (|q| <= 448 * 512) times 2^(e - 9); an e2m1 weight times two is an integer in
 // [-12, 12]. A 32-weight block's sum of products is then an int32 sum, formed with DP4A on q split
 // into three byte limbs: about two instructions a weight where the fp32 GEMV
-// (kernels/expert_fp4.h) spends five, and no rounding inside a block. The blocks' sums are scaled
-// (powers of two, exact) and added in fp32.
+// (kernels/expert_fp4.h) spends five. A block's integer sum is exact (|sum| < 2^27); it is
+// rounded once, to fp32 (above 2^24), scaled (powers of two: exact while the product of the two
+// scales stays a normal float) and added to the other blocks' in fp32.
 #pragma once
 
 #include <cstdint>

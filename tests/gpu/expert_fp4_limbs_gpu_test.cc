@@ -90,7 +90,11 @@ TEST_F(ExpertFp4LimbsGpuTest, LimbsHoldTheCpuRoundTripAndRoundingTwiceChangesNot
   const int64_t rows = 3, in = 640;
   std::vector<float> x = Activations(rows, in);
   x[5] = 0.0f;
-  x[200] = 1e30f;  // clamps to the block's largest e4m3
+  x[200] = 1e30f;  // sets its block's exponent: the block's other values round to zero
+  // A block whose amax rounds down to 224 * 2^e: rounded again, its exponent is e - 1 (every value
+  // doubles its e4m3 value, which must stay exact).
+  for (int64_t i = 256; i < 384; ++i) x[in + i] = 0.01f * static_cast<float>(i - 320);
+  x[in + 300] = 225.0f * 0x1p-5f;
   std::vector<uint8_t> limbs, limbs_again;
   std::vector<float> scales, scales_again;
   Limbs(x, rows, in, &limbs, &scales);
@@ -124,6 +128,7 @@ TEST_F(ExpertFp4LimbsGpuTest, ProductsMatchTheCpu) {
                         Case{4096, 2048, 6, -1, false},  // the down projection
                         Case{300, 384, 5, 3, false},     // tails; groups past the live count
                         Case{37, 1152, 1, -1, false},    // few warps: two rows a warp
+                        Case{4100, 256, 6, -1, false},   // four rows a warp, tail of out
                         Case{64, 256, 4, -1, true}}) {
     SCOPED_TRACE("seed " + std::to_string(seed_) + " shape " + std::to_string(c.out) + "x" +
                  std::to_string(c.in));
@@ -192,6 +197,32 @@ TEST_F(ExpertFp4LimbsGpuTest, ProductsMatchTheCpu) {
   EXPECT_NE(kernels::Fp4ExpertGemvLimbs(nullptr, nullptr, 8, 96, nullptr, 1, nullptr, nullptr,
                                         nullptr, nullptr),
             0);  // in % 128
+}
+
+// The kernels serve one-row groups only (the device forward's one-row steps); a larger group is
+// written nowhere rather than half-computed.
+TEST_F(ExpertFp4LimbsGpuTest, GroupsOfMoreThanOneRowWriteNothing) {
+  const int64_t out = 64, in = 128;
+  const std::vector<uint8_t> weights(out * in / 2, 0x22), scales(out * in / 32, 127);
+  const uint8_t* w = ToDevice(weights);
+  const uint8_t* sc = ToDevice(scales);
+  std::vector<kernels::ExpertGroup> groups(2);
+  groups[0].rows = 2;  // rows 0 and 1
+  groups[0].x_row[1] = groups[0].y_row[1] = 1;
+  groups[1].rows = 1;
+  groups[1].x_row[0] = groups[1].y_row[0] = 2;
+  std::vector<uint8_t> limbs;
+  std::vector<float> limb_scales;
+  Limbs(Activations(3, in), 3, in, &limbs, &limb_scales);
+  float* y = ToDevice(std::vector<float>(3 * out, std::nanf("")));
+  ASSERT_EQ(kernels::Fp4ExpertGemvLimbs(
+                ToDevice(std::vector<const uint8_t*>{w}), ToDevice(std::vector<const uint8_t*>{sc}),
+                out, in, ToDevice(groups), 2, ToDevice(limbs), ToDevice(limb_scales), y, nullptr),
+            0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> got = ToHost(y, 3 * out);
+  for (int64_t o = 0; o < 2 * out; ++o) ASSERT_TRUE(std::isnan(got[o])) << "at " << o;
+  for (int64_t o = 2 * out; o < 3 * out; ++o) ASSERT_FALSE(std::isnan(got[o])) << "at " << o;
 }
 
 // The fused gate/up launch gives exactly the separate products followed by the SwiGLU kernel.

@@ -92,7 +92,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
   DI_RETURN_IF_ERROR(f(&b.pair8_scale, kernels::Fp8ActScaleCount(pairs, inter)));
   const int64_t limb_values = d + K * inter;  // one row's, then its K pairs'
   DI_ASSIGN_OR_RETURN(b.limbs, mem.Take<uint8_t>(limb_values * 3));
-  DI_RETURN_IF_ERROR(f(&b.limb_scale, limb_values / 128 + 2));
+  DI_RETURN_IF_ERROR(f(&b.limb_scale, limb_values / 128));  // used where d, inter are 128-blocks
   if (max_batch > kGemvMaxRows) {
     DI_ASSIGN_OR_RETURN(b.split, mem.Take<uint16_t>(2 * B * max_in));
   }

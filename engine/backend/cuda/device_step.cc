@@ -230,7 +230,8 @@ int CpuOrderExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
 // sums are exact integer sums over the activations' limbs (kernels/expert_fp4_limbs.h): 44 us a
 // V4-Flash layer on the H200 against 57 for the fp32 GEMV that takes other widths, and 64 for
 // the tensor-core kernel, which wins from two tokens on (bench/RESULTS-gpu.md, "Exact integer
-// sums for the one-token experts").
+// sums for the one-token experts"). Only for one-row steps (ExpertGroupRows is 1 only there):
+// the limbs and the groups are one row's.
 int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
