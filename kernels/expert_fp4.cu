@@ -6,6 +6,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/expert_rows.cuh"
 #include "kernels/launch.cuh"
 
 namespace deepinfer::kernels {
@@ -55,14 +56,7 @@ __device__ __forceinline__ void ExpertRows(const ExpertGroup& group, const Exper
   const int64_t chunks = in / 32;
   const uint4* wr[Outs];
   const uint8_t* sr[Outs];
-#pragma unroll
-  for (int j = 0; j < Outs; ++j) {
-    // Rows past the end re-read the last row; their results are not stored.
-    const int64_t o = o0 + j % kPerMat < out ? o0 + j % kPerMat : out - 1;
-    const bool up = Paired && j >= kPerMat;
-    wr[j] = reinterpret_cast<const uint4*>((up ? m.w2 : m.w) + o * (in / 2));
-    sr[j] = (up ? m.s2 : m.s) + o * chunks;
-  }
+  WarpWeightRows<Outs, Paired>(m.w, m.s, m.w2, m.s2, out, in, o0, wr, sr);
   const float* xr[Rows];
 #pragma unroll
   for (int r = 0; r < Rows; ++r) xr[r] = x + group.x_row[r] * in;

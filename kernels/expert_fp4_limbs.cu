@@ -5,6 +5,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/expert_fp4_limbs.h"
+#include "kernels/expert_rows.cuh"
 #include "kernels/int_limbs.h"
 #include "kernels/launch.cuh"
 
@@ -89,14 +90,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
   const int64_t chunks = in / 32;
   const uint4* wr[Outs];
   const uint8_t* sr[Outs];
-#pragma unroll
-  for (int j = 0; j < Outs; ++j) {
-    // Rows past the end re-read the last row; their results are not stored.
-    const int64_t o = o0 + j % kPerMat < out ? o0 + j % kPerMat : out - 1;
-    const bool up = Paired && j >= kPerMat;
-    wr[j] = reinterpret_cast<const uint4*>((up ? mats.w2[expert] : mats.w[expert]) + o * (in / 2));
-    sr[j] = (up ? mats.s2[expert] : mats.s[expert]) + o * chunks;
-  }
+  WarpWeightRows<Outs, Paired>(mats.w[expert], mats.s[expert], Paired ? mats.w2[expert] : nullptr,
+                               Paired ? mats.s2[expert] : nullptr, out, in, o0, wr, sr);
   const int64_t x_row = group.x_row[0];
   const uint4* xl = reinterpret_cast<const uint4*>(limbs + x_row * chunks * kLimbBlockBytes);
   const float* xs = limb_scales + x_row * (in / 128);
