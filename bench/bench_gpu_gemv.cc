@@ -1,5 +1,7 @@
 // FP8 block-scaled GEMV on the GPU: achieved HBM bandwidth for V4-Flash decode shapes at batch
-// 1..8, against the device-to-device copy rate measured in the same run (the ceiling).
+// 1..8, against the device-to-device copy rate measured in the same run (the ceiling). Each shape
+// twice: the CUDA-core GEMV on fp32 activations ("kernel": "gemv") and the tensor-core one on
+// activations already in e4m3 ("mma"; the quantising launch is not timed).
 //   bench_gpu_gemv
 #include <cuda_runtime_api.h>
 
@@ -7,7 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/gemm_fp8.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/linear_fp8_mma.h"
 
 int main() {
   int n = 0;
@@ -59,23 +63,41 @@ int main() {
       cudaMemcpy(dw + c * wbytes, hw.data(), wbytes, cudaMemcpyHostToDevice);
     cudaMemcpy(ds, hs.data(), sbytes, cudaMemcpyHostToDevice);
     cudaMemset(dx, 0, 8 * s.in * sizeof(float));
-    for (int rows : {1, 8}) {
-      for (int c = 0; c < copies; ++c)
-        deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
-      cudaEventRecord(a);
-      for (int c = 0; c < copies; ++c)
-        deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy, nullptr);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      cudaEventElapsedTime(&ms, a, b);
-      const double us = ms * 1e3 / copies;
-      const double tbs = (wbytes + sbytes) / (us * 1e-6) / 1e12;
-      std::printf(
-          "{\"shape\": \"%s\", \"out\": %lld, \"in\": %lld, \"rows\": %d, \"us\": %.2f, "
-          "\"weight_tb_s\": %.3f, \"of_copy_ceiling\": %.2f}\n",
-          s.name, static_cast<long long>(s.out), static_cast<long long>(s.in), rows, us, tbs,
-          tbs / copy_tbs);
+    const int64_t padded = deepinfer::kernels::Fp8GemmPaddedRows(8);
+    uint8_t* xq;
+    float* xs;
+    cudaMalloc(reinterpret_cast<void**>(&xq), padded * s.in);
+    cudaMalloc(reinterpret_cast<void**>(&xs),
+               deepinfer::kernels::Fp8ActScaleCount(8, s.in) * sizeof(float));
+    deepinfer::kernels::QuantizeActFp8(dx, 8, s.in, xq, xs, nullptr);
+    for (const bool mma : {false, true}) {
+      for (int rows : {1, 8}) {
+        const auto launch = [&](int c) {
+          if (mma) {
+            deepinfer::kernels::Fp8MmaGemv(dw + c * wbytes, ds, s.out, s.in, xq, xs, padded, rows,
+                                           dy, nullptr);
+          } else {
+            deepinfer::kernels::Fp8BlockGemv(dw + c * wbytes, ds, s.out, s.in, dx, rows, dy,
+                                             nullptr);
+          }
+        };
+        for (int c = 0; c < copies; ++c) launch(c);
+        cudaEventRecord(a);
+        for (int c = 0; c < copies; ++c) launch(c);
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&ms, a, b);
+        const double us = ms * 1e3 / copies;
+        const double tbs = (wbytes + sbytes) / (us * 1e-6) / 1e12;
+        std::printf(
+            "{\"kernel\": \"%s\", \"shape\": \"%s\", \"out\": %lld, \"in\": %lld, "
+            "\"rows\": %d, \"us\": %.2f, \"weight_tb_s\": %.3f, \"of_copy_ceiling\": %.2f}\n",
+            mma ? "mma" : "gemv", s.name, static_cast<long long>(s.out),
+            static_cast<long long>(s.in), rows, us, tbs, tbs / copy_tbs);
+      }
     }
+    cudaFree(xq);
+    cudaFree(xs);
     cudaFree(dw);
     cudaFree(ds);
     cudaFree(dx);
