@@ -2,7 +2,8 @@
 // on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read;
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
-//                        [--max-context N] [--no-eager] [--no-overlap] [--prefill 128,512]
+//                        [--max-context N] [--no-eager] [--no-overlap] [--dense-mma]
+//                        [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
 // --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
@@ -137,12 +138,17 @@ int main(int argc, char** argv) {
   int steps = 64;
   int64_t max_context = 0;
   bool eager = true;
+  bool dense_mma = false;
   bool bad = false;
   std::vector<int> prefill;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--no-eager") {
       eager = false;
+      continue;
+    }
+    if (flag == "--dense-mma") {
+      dense_mma = true;
       continue;
     }
     if (flag == "--no-overlap") {
@@ -175,10 +181,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (bad || model.empty() || context < 1 || steps < 1) {
-    std::fprintf(
-        stderr,
-        "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
-        "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--prefill 128,512]\n");
+    std::fprintf(stderr,
+                 "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
+                 "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--dense-mma] "
+                 "[--prefill 128,512]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -196,6 +202,7 @@ int main(int argc, char** argv) {
       opt.slots = batch;
       opt.max_context = (std::max(max_context, context + steps) + 127) / 128 * 128;
       opt.graphs = graphs;
+      opt.dense_mma = dense_mma;
       auto dev = DeviceForward::Create(**ck, opt);
       if (!dev.ok()) {
         std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
@@ -222,11 +229,13 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
-          "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s}\n",
+          "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s, "
+          "\"dense_mma\": %s}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
           (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context),
-          deepinfer::kernels::OverlappedLaunches() ? "true" : "false");
+          deepinfer::kernels::OverlappedLaunches() ? "true" : "false",
+          dense_mma ? "true" : "false");
       std::fflush(stdout);
     }
   }

@@ -52,13 +52,15 @@ constexpr int kSteps = 170, kJoin = 40;
 const int32_t kSlots[3] = {2, 0, 3};
 
 std::vector<std::vector<float>> DecodeOnDevice(const Checkpoint& ck, bool cpu_order,
-                                               const std::vector<std::vector<int32_t>>& tokens) {
+                                               const std::vector<std::vector<int32_t>>& tokens,
+                                               bool dense_mma = false) {
   const int64_t V = ck.config.vocab_size;
   DeviceForwardOptions opt;
   opt.max_batch = 4;
   opt.slots = 4;
   opt.max_context = 512;
   opt.cpu_order = cpu_order;
+  opt.dense_mma = dense_mma;
   auto dev = DeviceForward::Create(ck, opt);
   EXPECT_TRUE(dev.ok()) << dev.status().ToString();
   if (!dev.ok()) return {};
@@ -100,12 +102,14 @@ TEST(DeviceForwardTest, DecodeMatchesTheCpuForward) {
     for (auto& t : seq) t = static_cast<int32_t>(rng() % V);
   const auto exact = DecodeOnDevice(*ck, /*cpu_order=*/true, tokens);
   const auto fast = DecodeOnDevice(*ck, /*cpu_order=*/false, tokens);
+  const auto mma = DecodeOnDevice(*ck, /*cpu_order=*/false, tokens, /*dense_mma=*/true);
   ASSERT_EQ(exact.size(), 3u);
   ASSERT_EQ(fast.size(), 3u);
+  ASSERT_EQ(mma.size(), 3u);
 
   auto cpu = MakeCpuBackend(4);
   Model model(*ck, *cpu, Numerics::kReference);
-  Agreement agree;
+  Agreement agree, agree_mma;
   int64_t exact_mismatch = 0, first_bad = -1;
   for (int s = 0; s < 3; ++s) {
     SequenceState seq = model.NewSequence();
@@ -121,6 +125,7 @@ TEST(DeviceForwardTest, DecodeMatchesTheCpuForward) {
       if (bad > 0 && first_bad < 0) first_bad = s * 1000 + t;
       exact_mismatch += bad;
       agree.Add(&fast[s][t * V], want.data(), V);
+      agree_mma.Add(&mma[s][t * V], want.data(), V);
     }
   }
   // CPU-order kernels: the CPU forward's logits exactly (caches, slots, padding, graphs).
@@ -138,6 +143,12 @@ TEST(DeviceForwardTest, DecodeMatchesTheCpuForward) {
   for (int t = 0; t < 8; ++t) std::printf(" %.2g", agree.rel[t]);
   std::printf("\n");
   EXPECT_GE(agree.argmax_same, 0.7 * agree.positions);
+  // The same with the FP8 dense products on the tensor cores (DeviceForwardOptions::dense_mma).
+  std::printf("  with dense_mma: worst relative error %.3g, argmax agreement %.2f %%; first:",
+              agree_mma.worst_rel, 100.0 * agree_mma.argmax_same / agree_mma.positions);
+  for (int t = 0; t < 8; ++t) std::printf(" %.2g", agree_mma.rel[t]);
+  std::printf("\n");
+  EXPECT_GE(agree_mma.argmax_same, 0.7 * agree_mma.positions);
 }
 
 TEST(DeviceForwardTest, BadInputChangesNothing) {
@@ -213,7 +224,7 @@ TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
   }
   auto cpu = MakeCpuBackend(4);
   Model model(*ck, *cpu, Numerics::kReference);
-  Agreement agree;
+  Agreement agree, agree_mma;
   int first_close = 0;  // sequences whose first position agrees to fp32 rounding
   std::vector<float> want(V);
   for (int s = 0; s < kSeqs; ++s) {
@@ -299,7 +310,7 @@ TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
   // token by token.
   auto cpu = MakeCpuBackend(4);
   Model model(*ck, *cpu, Numerics::kReference);
-  Agreement agree;
+  Agreement agree, agree_mma;
   for (int s = 0; s < 2; ++s) {
     const int64_t n = static_cast<int64_t>(exact[s].size()) / V;
     SequenceState seq = model.NewSequence();

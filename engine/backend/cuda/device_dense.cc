@@ -9,6 +9,7 @@
 #include "kernels/gemm_fp8.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/linear_fp8_mma.h"
 
 namespace deepinfer {
 
@@ -20,6 +21,9 @@ namespace deepinfer {
 // bits kept; the compressors, router gate, indexer weights and LM head of a prompt chunk).
 // (Rounding FP8 activations inside the GEMV instead was measured 2-3x slower: every warp redoes
 // the whole row's rounding.)
+// With DeviceForwardOptions::dense_mma (experimental), FP8 products of up to kGemvMaxRows rows take
+// the e4m3 bytes too, on the tensor cores with fp32 sums per 32-column mma
+// (kernels/linear_fp8_mma.h).
 // x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8) {
@@ -33,6 +37,11 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
                                  p.buf.act8_scale, rows, y, s);
+  }
+  if (fp8 && p.dense_mma && w.in % 128 == 0) {  // up to kGemvMaxRows rows on the tensor cores
+    DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
+    return kernels::Fp8MmaGemv(w.data, w.scale, w.out, w.in, p.buf.act8, p.buf.act8_scale,
+                               kernels::Fp8GemmPaddedRows(rows), rows, y, s);
   }
   if (fp8 && x_fp8) {
     x = x_fp8;
@@ -68,6 +77,14 @@ int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const 
       !(fp8 || bf16)) {
     DI_CUDA_TRY(DenseOfInput(p, a, rows, ya, s));
     return DenseOfInput(p, b, rows, yb, s);
+  }
+  if (fp8 && p.dense_mma && a.in % 128 == 0) {  // one rounding of the input for both products
+    const int64_t padded = kernels::Fp8GemmPaddedRows(rows);
+    DI_CUDA_TRY(kernels::QuantizeActFp8(p.buf.x, rows, a.in, p.buf.act8, p.buf.act8_scale, s));
+    DI_CUDA_TRY(kernels::Fp8MmaGemv(a.data, a.scale, a.out, a.in, p.buf.act8, p.buf.act8_scale,
+                                    padded, rows, ya, s));
+    return kernels::Fp8MmaGemv(b.data, b.scale, b.out, b.in, p.buf.act8, p.buf.act8_scale, padded,
+                               rows, yb, s);
   }
   if (fp8) {
     const kernels::Fp8GemvProduct products[2] = {{a.data, a.scale, a.out, ya},

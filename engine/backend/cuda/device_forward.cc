@@ -68,6 +68,7 @@ class DeviceForwardImpl final : public DeviceForward {
     plan_.window = c.sliding_window;
     plan_.ring = RingRows(c.sliding_window, opt_.max_chunk);
     plan_.cpu_order = opt_.cpu_order;
+    plan_.dense_mma = opt_.dense_mma && !opt_.cpu_order;
     if (gemm) {
       DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
       plan_.gemm = &gemm_;

@@ -29,6 +29,9 @@ struct DeviceForwardOptions {
   // CPU forward's (reference numerics) bit for bit, which checks the caches, slots and graphs
   // exactly. Slow; for tests.
   bool cpu_order = false;
+  // Experimental (not yet measured, docs/gpu.md): FP8 dense products of up to kGemvMaxRows rows
+  // on the tensor cores (kernels/linear_fp8_mma.h) instead of the CUDA-core GEMV.
+  bool dense_mma = false;
   int device = 0;
 };
 
