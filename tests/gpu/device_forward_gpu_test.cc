@@ -224,7 +224,7 @@ TEST(DeviceForwardTest, LargeStepsTakeTheTensorCores) {
   }
   auto cpu = MakeCpuBackend(4);
   Model model(*ck, *cpu, Numerics::kReference);
-  Agreement agree, agree_mma;
+  Agreement agree;
   int first_close = 0;  // sequences whose first position agrees to fp32 rounding
   std::vector<float> want(V);
   for (int s = 0; s < kSeqs; ++s) {
@@ -310,7 +310,7 @@ TEST(DeviceForwardTest, PrefillChunksMatchTheCpuForward) {
   // token by token.
   auto cpu = MakeCpuBackend(4);
   Model model(*ck, *cpu, Numerics::kReference);
-  Agreement agree, agree_mma;
+  Agreement agree;
   for (int s = 0; s < 2; ++s) {
     const int64_t n = static_cast<int64_t>(exact[s].size()) / V;
     SequenceState seq = model.NewSequence();
