@@ -4,9 +4,10 @@
 // layout, kernels/gemm_fp8.h: the reference numerics' rounding). One mma.sync m16n8k32 takes 16
 // weight rows by 32 columns against every row of the step at once, so the weights are read once
 // for all 8 rows; the CUDA-core GEMV (kernels/linear_fp8.h) converts and multiplies each weight
-// once per row. Each mma's 32-product sum starts from zero and is added in fp32, per 128 columns,
-// before the two block scales (powers of two) apply; so a row's sums do not depend on the other
-// rows of the step.
+// once per row. Each mma's 32-product sum (the tensor core's, with ~14 bits: the products are
+// exact, their sum is not fp32) starts from zero and is added in fp32, per 128 columns, before
+// the two block scales (powers of two) apply; so a row's sums do not depend on the other rows of
+// the step, and no sum runs longer than 32 products at the tensor core's precision.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -22,6 +23,14 @@
 
 namespace deepinfer {
 namespace {
+
+// Error bound relative to sum_i |x_i W_i| (as in gemm_fp8_gpu_test.cc): the e4m3 products are
+// exact, but Hopper's FP8 tensor cores add an mma's 32 products with ~14 bits, truncating (the
+// DeepSeek-V3 report); random e4m3 weights span ~17 binades, so small products lose bits. A
+// simulation of that alignment gave up to ~1.2e-4 of the magnitude; 2^-10 leaves margin and still
+// catches layout mistakes (a wrong scale or fragment moves a result by O(1) of its magnitude).
+// The test prints the measured worst case so the bound can be tightened after a run.
+constexpr double kTol = 1.0 / 1024;
 
 class LinearFp8MmaGpuTest : public ::testing::Test {
  protected:
@@ -55,6 +64,7 @@ TEST_F(LinearFp8MmaGpuTest, MatchesTheCpuAndEveryRowIsIndependentOfTheOthers) {
   struct Case {
     int64_t out, in;
   };
+  double worst = 0;  // |error| / sum |terms|, printed at the end
   for (const Case& c :
        {Case{300, 1024}, Case{37, 128}, Case{1024, 4096}, Case{4096, 8192}, Case{2050, 384}}) {
     std::vector<uint8_t> w(c.out * c.in), s(((c.out + 127) / 128) * (c.in / 128));
@@ -96,7 +106,8 @@ TEST_F(LinearFp8MmaGpuTest, MatchesTheCpuAndEveryRowIsIndependentOfTheOthers) {
             want += static_cast<double>(row[i]) * x[r * c.in + i];
             mag += std::fabs(static_cast<double>(row[i]) * x[r * c.in + i]);
           }
-          ASSERT_NEAR(y[r * c.out + o], want, 1e-5 * mag + 1e-30) << "out " << o << " row " << r;
+          worst = std::max(worst, std::fabs(y[r * c.out + o] - want) / (mag + 1e-30));
+          ASSERT_NEAR(y[r * c.out + o], want, kTol * mag + 1e-30) << "out " << o << " row " << r;
         }
       }
       // The last row alone (its bytes and scales at their place in the batch) gives the same bits.
@@ -111,6 +122,7 @@ TEST_F(LinearFp8MmaGpuTest, MatchesTheCpuAndEveryRowIsIndependentOfTheOthers) {
           << "row " << last << " alone differs from itself among " << rows;
     }
   }
+  std::printf("Fp8MmaGemv: worst |error| / sum |terms| = %.3g (bound %.3g)\n", worst, kTol);
 }
 
 TEST_F(LinearFp8MmaGpuTest, RejectsBadArguments) {

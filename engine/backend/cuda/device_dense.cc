@@ -22,8 +22,8 @@ namespace deepinfer {
 // (Rounding FP8 activations inside the GEMV instead was measured 2-3x slower: every warp redoes
 // the whole row's rounding.)
 // With DeviceForwardOptions::dense_mma (experimental), FP8 products of up to kGemvMaxRows rows take
-// the e4m3 bytes too, on the tensor cores with fp32 sums per 32-column mma
-// (kernels/linear_fp8_mma.h).
+// the e4m3 bytes too, on the tensor cores: each mma's 32 products summed by the tensor core (with
+// fewer bits than fp32), the mmas' sums added in fp32 (kernels/linear_fp8_mma.h).
 // x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8) {
