@@ -2,7 +2,7 @@
 // on a checkpoint, with and without CUDA graphs, against the HBM floor of what a step must read;
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
-//                        [--max-context N] [--no-eager] [--no-overlap] [--dense-mma]
+//                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
 //                        [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   int steps = 64;
   int64_t max_context = 0;
   bool eager = true;
-  bool dense_mma = false;
+  bool dense_mma = true;
   bool bad = false;
   std::vector<int> prefill;
   for (int i = 1; i < argc; ++i) {
@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
       eager = false;
       continue;
     }
-    if (flag == "--dense-mma") {
-      dense_mma = true;
+    if (flag == "--no-dense-mma") {
+      dense_mma = false;
       continue;
     }
     if (flag == "--no-overlap") {
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   if (bad || model.empty() || context < 1 || steps < 1) {
     std::fprintf(stderr,
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
-                 "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--dense-mma] "
+                 "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
                  "[--prefill 128,512]\n");
     return 2;
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The first GPU call for branch fp8-mma-gemv (FP8 decode products on the tensor cores): its tests,
-# the kernel against the CUDA-core GEMV, and the device forward with and without --dense-mma.
+# The check behind the FP8 dense products on the tensor cores (bench/RESULTS-gpu.md, twelfth
+# session): its tests, the kernel against the CUDA-core GEMV, and the device forward with and
+# without --no-dense-mma.
 # On the GPU host after `source gpu-bundle/env.sh` (docs/gpu.md), the bundle holding gpu_tests,
 # bench_gpu_gemv, bench_device_forward and deepinfer-model (~5 minutes):
 #   bench/dense_mma_check.sh OUT_DIR
@@ -24,14 +25,14 @@ deepinfer-model make-tiny --out "$model" --quantize fp8-fp4 --seed 21 --vocab 81
   --index-heads 64 --index-head-dim 128 --index-topk 512 --experts 32 --top-k 6 --moe-inter 2048 \
   --ratios 0,4,128,4 --hash-layers 1 >/dev/null
 for round in 1 2; do
-  for flag in "" --dense-mma; do
+  for flag in --no-dense-mma ""; do
     timeout 90 bench_device_forward --model "$model" --batches 1,2,4,8 --context 1024 --no-eager \
       $flag >"$out/fwd${flag}_$round.jsonl" 2>&1
     python3 -c '
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print(sys.argv[2], " ".join("b%d:%.1f" % (r["batch"], r["us_per_step"]) for r in rows))' \
-      "$out/fwd${flag}_$round.jsonl" "forward ${flag:-gemv} r$round"
+      "$out/fwd${flag}_$round.jsonl" "forward ${flag:-mma} r$round"
   done
 done
 rm -rf "$(dirname "$model")"

@@ -21,9 +21,11 @@ namespace deepinfer {
 // bits kept; the compressors, router gate, indexer weights and LM head of a prompt chunk).
 // (Rounding FP8 activations inside the GEMV instead was measured 2-3x slower: every warp redoes
 // the whole row's rounding.)
-// With DeviceForwardOptions::dense_mma (experimental), FP8 products of up to kGemvMaxRows rows take
+// With DeviceForwardOptions::dense_mma (the default), FP8 products of 2 to kGemvMaxRows rows take
 // the e4m3 bytes too, on the tensor cores: each mma's 32 products summed by the tensor core (with
-// fewer bits than fp32), the mmas' sums added in fp32 (kernels/linear_fp8_mma.h).
+// fewer bits than fp32, as in the reference's own FP8 GEMMs), the mmas' sums added in fp32
+// (kernels/linear_fp8_mma.h). One row stays on the GEMV, which is as fast or faster there
+// (bench/RESULTS-gpu.md).
 // x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8) {
@@ -38,7 +40,7 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
                                  p.buf.act8_scale, rows, y, s);
   }
-  if (fp8 && p.dense_mma && w.in % 128 == 0) {  // up to kGemvMaxRows rows on the tensor cores
+  if (fp8 && p.dense_mma && rows > 1 && w.in % 128 == 0) {  // 2..kGemvMaxRows rows, tensor cores
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8MmaGemv(w.data, w.scale, w.out, w.in, p.buf.act8, p.buf.act8_scale,
                                kernels::Fp8GemmPaddedRows(rows), rows, y, s);
@@ -78,7 +80,7 @@ int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const 
     DI_CUDA_TRY(DenseOfInput(p, a, rows, ya, s));
     return DenseOfInput(p, b, rows, yb, s);
   }
-  if (fp8 && p.dense_mma && a.in % 128 == 0) {  // one rounding of the input for both products
+  if (fp8 && p.dense_mma && rows > 1 && a.in % 128 == 0) {  // one rounding of the input for both
     const int64_t padded = kernels::Fp8GemmPaddedRows(rows);
     DI_CUDA_TRY(kernels::QuantizeActFp8(p.buf.x, rows, a.in, p.buf.act8, p.buf.act8_scale, s));
     DI_CUDA_TRY(kernels::Fp8MmaGemv(a.data, a.scale, a.out, a.in, p.buf.act8, p.buf.act8_scale,

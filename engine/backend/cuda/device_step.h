@@ -84,7 +84,7 @@ struct StepPlan {
   int window = 0;                           // sliding-window positions a query reads
   int ring = 0;                             // ring rows per slot: window + max_chunk - 1 (RingRows)
   bool cpu_order = false;                   // kernels that sum in the CPU's order (bit-exact, slow)
-  bool dense_mma = false;                   // DeviceForwardOptions::dense_mma
+  bool dense_mma = true;                    // DeviceForwardOptions::dense_mma
   kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
   kernels::Bf16GemmContext* bf16 = nullptr;  // set with gemm: bf16 products above it
 };
