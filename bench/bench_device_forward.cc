@@ -3,6 +3,7 @@
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
 //                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
+//                        [--no-branches]
 //                        [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
   int64_t max_context = 0;
   bool eager = true;
   bool dense_mma = true;
+  bool branches = true;
   bool bad = false;
   std::vector<int> prefill;
   for (int i = 1; i < argc; ++i) {
@@ -149,6 +151,10 @@ int main(int argc, char** argv) {
     }
     if (flag == "--no-dense-mma") {
       dense_mma = false;
+      continue;
+    }
+    if (flag == "--no-branches") {
+      branches = false;
       continue;
     }
     if (flag == "--no-overlap") {
@@ -184,6 +190,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
                  "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
+                 "[--no-branches] "
                  "[--prefill 128,512]\n");
     return 2;
   }
@@ -203,6 +210,7 @@ int main(int argc, char** argv) {
       opt.max_context = (std::max(max_context, context + steps) + 127) / 128 * 128;
       opt.graphs = graphs;
       opt.dense_mma = dense_mma;
+      opt.branches = branches;
       auto dev = DeviceForward::Create(**ck, opt);
       if (!dev.ok()) {
         std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
@@ -230,12 +238,12 @@ int main(int argc, char** argv) {
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
           "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s, "
-          "\"dense_mma\": %s}\n",
+          "\"dense_mma\": %s, \"branches\": %s}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
           (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context),
-          deepinfer::kernels::OverlappedLaunches() ? "true" : "false",
-          dense_mma ? "true" : "false");
+          deepinfer::kernels::OverlappedLaunches() ? "true" : "false", dense_mma ? "true" : "false",
+          branches ? "true" : "false");
       std::fflush(stdout);
     }
   }

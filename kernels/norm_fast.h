@@ -18,8 +18,9 @@ int RmsNormFast(const float* x, const float* weight, int64_t rows, int64_t dim, 
 constexpr int kHyperSlices = 16;
 
 /// HyperPre's math (kernels/ops.h) in two launches: the (2 + n) * n mixing dots and the sum of
-/// squares of every row spread over blocks, then Sinkhorn and the collapse. `scratch` holds
-/// rows * ((2 + n) * n + 1) * kHyperSlices floats. n <= 6. With `normed` (else null) the second
+/// squares of every row spread over blocks, then Sinkhorn and the collapse, a cluster of blocks
+/// per row (kernels/hyper_collapse.h). `scratch` holds rows * ((2 + n) * n + 1) * kHyperSlices
+/// floats. n <= 6, rows <= 65,535. With `normed` (else null) the second
 /// launch also writes normed = RmsNorm(collapsed, norm_eps) * norm_weight (null: unweighted), the
 /// block's input norm, and with `normed_fp8` that row's FP8 round trip, as QdqFp8Rows
 /// (kernels/forward_glue.h) would round it (normed_fp8 needs normed).

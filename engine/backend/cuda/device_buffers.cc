@@ -11,6 +11,31 @@
 #include "kernels/topk.h"
 
 namespace deepinfer {
+namespace {
+
+// The widest input of a dense product: the FP8 scratch's row length.
+int64_t MaxProductInput(const StepPlan& plan) {
+  const ModelConfig& c = *plan.cfg;
+  int64_t shared_inter = 1;
+  for (const DeviceLayer& L : plan.model->layers) {
+    if (L.has_shared) shared_inter = std::max(shared_inter, L.shared_w1.out);
+  }
+  return std::max<int64_t>({c.hidden_size, c.q_lora_rank, int64_t{c.num_heads} * c.head_dim,
+                            int64_t{c.o_groups} * c.o_lora_rank, c.moe_intermediate_size,
+                            shared_inter});
+}
+
+}  // namespace
+
+Status AllocSideBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out) {
+  *out = plan.buf;
+  const int64_t B = kernels::Fp8GemmPaddedRows(std::min(max_batch, kGemvMaxRows));
+  const int64_t max_in = MaxProductInput(plan);
+  DI_ASSIGN_OR_RETURN(out->act, mem.Take<float>(B * max_in));
+  DI_ASSIGN_OR_RETURN(out->act8, mem.Take<uint8_t>(B * max_in));
+  DI_ASSIGN_OR_RETURN(out->act8_scale, mem.Take<float>(kernels::Fp8ActScaleCount(B, max_in)));
+  return Status::Ok();
+}
 
 Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out) {
   const ModelConfig& c = *plan.cfg;
@@ -39,7 +64,7 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
         attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
     groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
   }
-  const int64_t max_in = std::max({d, qr, HD, Z, inter, shared_inter});
+  const int64_t max_in = MaxProductInput(plan);
   StepBuffers& b = *out;
   auto f = [&](float** p, int64_t count) -> Status {
     DI_ASSIGN_OR_RETURN(*p, mem.Take<float>(std::max<int64_t>(count, 1)));

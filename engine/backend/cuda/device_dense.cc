@@ -10,6 +10,8 @@
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.h"
+#include "kernels/norm_fast.h"
+#include "kernels/ops.h"
 
 namespace deepinfer {
 
@@ -97,6 +99,13 @@ int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const 
       {reinterpret_cast<const uint16_t*>(a.data), a.out, ya},
       {reinterpret_cast<const uint16_t*>(b.data), b.out, yb}};
   return kernels::Bf16GemvMulti(products, 2, a.in, p.buf.x, rows, s);
+}
+
+int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
+         float* y, void* s) {
+  const float eps = static_cast<float>(p.cfg->rms_norm_eps);
+  return p.cpu_order ? kernels::RmsNorm(x, weight, rows, dim, eps, y, s)
+                     : kernels::RmsNormFast(x, weight, rows, dim, eps, y, s);
 }
 
 }  // namespace deepinfer

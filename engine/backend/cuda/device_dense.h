@@ -1,6 +1,6 @@
 // The device step's dense products (internal to the CUDA backend's step): the GEMV up to
 // kGemvMaxRows rows, the tensor-core GEMMs above, the CPU-order dots for the exact numerics, and
-// several products of one input in one launch where the GEMV allows.
+// several products of one input in one launch where the GEMV allows; and its plain RMSNorm.
 #pragma once
 
 #include "engine/backend/cuda/device_step.h"
@@ -30,5 +30,10 @@ int DenseOfInput(const StepPlan& p, const DeviceLinear& w, int rows, float* y, v
 /// gives.
 int DenseOfInputPair(const StepPlan& p, const DeviceLinear& a, float* ya, const DeviceLinear& b,
                      float* yb, int rows, void* s);
+
+/// RMSNorm of `rows` rows of `dim` values (weight null: unweighted) in the step's numerics: the
+/// CPU's order with cpu_order, else the block-parallel kernel. y may alias x.
+int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
+         float* y, void* s);
 
 }  // namespace deepinfer

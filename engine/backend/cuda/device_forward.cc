@@ -46,6 +46,12 @@ class DeviceForwardImpl final : public DeviceForward {
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
     if (host_sample_) cudaFreeHost(host_sample_);
+    for (cudaEvent_t e : events_) {
+      if (e) cudaEventDestroy(e);
+    }
+    for (cudaStream_t side : side_streams_) {
+      if (side) cudaStreamDestroy(side);  // their work always joins stream_, synchronised above
+    }
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -78,6 +84,7 @@ class DeviceForwardImpl final : public DeviceForward {
     DI_RETURN_IF_ERROR(AllocInputs());
     DI_RETURN_IF_ERROR(AllocLayerCaches(plan_, opt_.slots, mem_, &plan_.caches));
     DI_RETURN_IF_ERROR(AllocStepBuffers(plan_, opt_.max_batch, mem_, &plan_.buf));
+    if (opt_.branches && !opt_.cpu_order) DI_RETURN_IF_ERROR(SetUpBranches());
     DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
     seen_.assign(opt_.slots, 0);
@@ -99,6 +106,27 @@ class DeviceForwardImpl final : public DeviceForward {
       DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
       if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
     }
+    return Status::Ok();
+  }
+
+  // StepBranches: two side streams, the events that fork and join them, and each side's plan
+  // (plan_ with FP8 scratch of its own). Set up last: the side plans copy plan_.
+  Status SetUpBranches() {
+    for (int k = 0; k < 2; ++k) {
+      DI_RETURN_IF_ERROR(CudaStatus(
+          cudaStreamCreateWithFlags(&side_streams_[k], cudaStreamNonBlocking), "side stream"));
+      plan_.branches.streams[k] = side_streams_[k];
+    }
+    for (int k = 0; k < 4; ++k) {
+      DI_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&events_[k], cudaEventDisableTiming),
+                                    "branch event"));
+      plan_.branches.events[k] = events_[k];
+    }
+    for (int k = 0; k < 2; ++k) {
+      side_plans_[k] = plan_;
+      DI_RETURN_IF_ERROR(AllocSideBuffers(plan_, opt_.max_batch, mem_, &side_plans_[k].buf));
+    }
+    for (int k = 0; k < 2; ++k) plan_.branches.plans[k] = &side_plans_[k];
     return Status::Ok();
   }
 
@@ -364,6 +392,9 @@ class DeviceForwardImpl final : public DeviceForward {
   DeviceMemory mem_;
   DeviceModel model_;
   StepPlan plan_;
+  StepPlan side_plans_[2];  // StepBranches' plans
+  cudaStream_t side_streams_[2] = {};
+  cudaEvent_t events_[4] = {};
   StepInputs host_;  // the host copy of the input block, laid out as plan_.in
   void* in_dev_ = nullptr;
   void* host_in_ = nullptr;

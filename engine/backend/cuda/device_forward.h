@@ -32,6 +32,10 @@ struct DeviceForwardOptions {
   // FP8 dense products of 2 to kGemvMaxRows rows on the tensor cores (kernels/linear_fp8_mma.h)
   // instead of the CUDA-core GEMV: 1.2x faster steps at batch 8 (docs/gpu.md). Off: fp32 sums.
   bool dense_mma = true;
+  // Steps of up to kGemvMaxRows rows run the compressors, the indexer and the shared expert on two
+  // side streams beside the query path and the routed experts (StepBranches in device_step.h):
+  // the same kernels and bits, less time where single kernels leave the GPU idle. Off: one stream.
+  bool branches = true;
   int device = 0;
 };
 

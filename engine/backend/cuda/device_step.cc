@@ -6,32 +6,20 @@
 #include <cassert>
 #include <cmath>
 
+#include "engine/backend/cuda/device_attention.h"
+#include "engine/backend/cuda/device_branches.h"
 #include "engine/backend/cuda/device_dense.h"
-#include "kernels/attention_rows.h"
-#include "kernels/compress.h"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/expert_fp4_limbs.h"
 #include "kernels/forward_glue.h"
 #include "kernels/fused_glue.h"
-#include "kernels/indexer.h"
-#include "kernels/kv_row.h"
-#include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
-#include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
-#include "kernels/topk.h"
 
 namespace deepinfer {
 namespace {
-
-int Norm(const StepPlan& p, const float* x, const float* weight, int64_t rows, int64_t dim,
-         float* y, void* s) {
-  const float eps = static_cast<float>(p.cfg->rms_norm_eps);
-  return p.cpu_order ? kernels::RmsNorm(x, weight, rows, dim, eps, y, s)
-                     : kernels::RmsNormFast(x, weight, rows, dim, eps, y, s);
-}
 
 // The mHC pre-mix of `streams` into b.h, then `norm` (the block's input norm) of it into b.x and
 // b.x's FP8 round trip into b.xq (what the FP8 products and experts read); the fast path does it
@@ -66,145 +54,6 @@ int HeadNorm(const StepPlan& p, int rows, void* s) {
   }
   return kernels::HyperHeadFast(m.hc_head, b.X, rows, c.hc_mult, c.hidden_size, eps, hc_eps, b.h,
                                 b.hc_scratch, s, m.norm, b.x, b.xq);
-}
-
-// A compressor's step: project, pool the windows that close, then normalise, rotate (RoPE at the
-// window's first position) and store each closed row — KV rows into the pool's 584-byte rows,
-// indexer keys (Hadamard + FP4) as bf16 — at the rows the host computed (-1: none closed).
-int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
-             const RatioInputs& r, float* kv_state, float* gate_state, bool indexer,
-             const DeviceLayerCache& cache, int rows, void* s) {
-  const StepBuffers& b = p.buf;
-  const int proj = c.shape.proj(), width = c.shape.width;
-  DI_CUDA_TRY(DenseOfInputPair(p, c.wkv, b.comp_kv, c.wgate, b.comp_gate, rows, s));
-  DI_CUDA_TRY(kernels::CompressorPool(c.shape, b.comp_kv, b.comp_gate, proj, c.ape, p.in.pos,
-                                      p.in.seg_begin, rows, p.in.seg_slot, kv_state, gate_state,
-                                      b.pooled, b.emitted, s));
-  if (p.cpu_order) {
-    DI_CUDA_TRY(Norm(p, b.pooled, c.norm, rows, width, b.pooled_n, s));
-    DI_CUDA_TRY(kernels::Rope(b.pooled_n, rows, 1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos,
-                              false, s));
-  } else {  // the same bits in one launch (kernels/fused_glue.h)
-    const kernels::RopeArgs rope{1, width, p.cfg->rope_dim, L.inv_freq, r.comp_pos, false};
-    DI_CUDA_TRY(kernels::RmsNormRopeQdq(b.pooled, c.norm, rows, width,
-                                        static_cast<float>(p.cfg->rms_norm_eps), &rope, b.pooled_n,
-                                        nullptr, s));
-  }
-  if (indexer) {
-    return kernels::HadamardFp4Rows(b.pooled_n, rows, width, r.comp_dest, nullptr, cache.keys, s);
-  }
-  return kernels::PackKvRows(b.pooled_n, rows, cache.pool, s, r.comp_dest);
-}
-
-// The indexer's pick of compressed rows for each query (CSA).
-int SelectRows(const StepPlan& p, const DeviceLayer& L, const RatioInputs& r,
-               const DeviceLayerCache& cache, int rows, void* s) {
-  const ModelConfig& c = *p.cfg;
-  const StepBuffers& b = p.buf;
-  const int heads = c.index_n_heads, dim = c.index_head_dim;
-  DI_CUDA_TRY(Dense(p, L.index_wq_b, b.q_res, rows, b.iq, s));
-  DI_CUDA_TRY(kernels::Rope(b.iq, rows, heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false, s));
-  DI_CUDA_TRY(
-      kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s));
-  DI_CUDA_TRY(DenseOfInput(p, L.index_weights_proj, rows, b.iw, s));
-  const float scale =
-      1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
-  DI_CUDA_TRY(kernels::ScaleFloats(b.iw, int64_t{rows} * heads, scale, s));
-  const int64_t R = r.rows_per_slot;
-  DI_CUDA_TRY(kernels::IndexerScoresMma(b.iq, b.iw, rows, heads, cache.keys, R * dim, R, b.scores,
-                                        s, p.in.slot, r.visible));
-  return kernels::RowTopK(b.scores, rows, R, r.visible, R, c.index_topk, b.topk, b.topk_ws, s);
-}
-
-int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCache& cache, int rows,
-                   void* s) {
-  const ModelConfig& c = *p.cfg;
-  const StepBuffers& b = p.buf;
-  const RatioInputs& r = p.in.ratios[cache.ratio_index];
-  const int H = c.num_heads, D = c.head_dim, rd = c.rope_dim;
-  const int64_t qr = c.q_lora_rank;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  kernels::RopeArgs rope{H, D, rd, L.inv_freq, p.in.pos, false};
-  // wkv reads the same input as wq_a: one launch for both.
-  DI_CUDA_TRY(DenseOfInputPair(p, L.wq_a, b.q_lat, L.wkv, b.kv, rows, s));
-  if (p.cpu_order) {
-    DI_CUDA_TRY(Norm(p, b.q_lat, L.q_norm, rows, qr, b.q_res, s));
-    DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s));
-    DI_CUDA_TRY(Norm(p, b.q, nullptr, int64_t{rows} * H, D, b.q, s));
-    DI_CUDA_TRY(kernels::Rope(b.q, rows, H, D, rd, L.inv_freq, p.in.pos, false, s));
-    DI_CUDA_TRY(Norm(p, b.kv, L.kv_norm, rows, D, b.kv, s));
-    DI_CUDA_TRY(kernels::Rope(b.kv, rows, 1, D, rd, L.inv_freq, p.in.pos, false, s));
-  } else {  // the same math in three fewer launches (kernels/fused_glue.h)
-    DI_CUDA_TRY(
-        kernels::RmsNormRopeQdq(b.q_lat, L.q_norm, rows, qr, eps, nullptr, b.q_res, b.act, s));
-    DI_CUDA_TRY(Dense(p, L.wq_b, b.q_res, rows, b.q, s, b.act));
-    DI_CUDA_TRY(
-        kernels::RmsNormRopeQdq(b.q, nullptr, int64_t{rows} * H, D, eps, &rope, b.q, nullptr, s));
-    kernels::RopeArgs kv_rope = rope;
-    kv_rope.heads = 1;
-    DI_CUDA_TRY(kernels::RmsNormRopeQdq(b.kv, L.kv_norm, rows, D, eps, &kv_rope, b.kv, nullptr, s));
-  }
-  // Into the ring first: the query's window includes its own row.
-  DI_CUDA_TRY(kernels::PackKvRows(b.kv, rows, cache.pool, s, r.ring_dest));
-  if (L.has_compressor) {
-    DI_CUDA_TRY(Compress(p, L, L.comp, r, cache.comp_kv, cache.comp_gate, false, cache, rows, s));
-  }
-  const bool csa = L.type == AttnType::kCsa;
-  if (csa) {
-    DI_CUDA_TRY(
-        Compress(p, L, L.index_comp, r, cache.index_kv, cache.index_gate, true, cache, rows, s));
-    DI_CUDA_TRY(SelectRows(p, L, r, cache, rows, s));
-  }
-  kernels::AttentionRowsArgs a;
-  a.queries = rows;
-  a.pos = p.in.pos;
-  a.ring_row = r.ring_row;
-  a.window = p.window;
-  a.ring = p.ring;
-  a.visible = r.visible;
-  a.selected = csa ? b.topk : nullptr;
-  a.top_k = csa ? c.index_topk : 0;
-  a.page_table = r.page;
-  a.pages_per_query = 1;
-  a.page_rows = static_cast<int>(std::max<int64_t>(1, r.rows_per_slot));
-  const int64_t max_rows = p.window + CompressedRowsRead(c, p.in, cache, csa);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  if (p.cpu_order) {
-    // Entries past a query's rows are unpacked too (row 0): the count stays on the device.
-    const int64_t entries = rows * max_rows;
-    DI_CUDA_TRY(static_cast<int>(
-        cudaMemsetAsync(b.row_index, 0, entries * sizeof(int32_t), static_cast<cudaStream_t>(s))));
-    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, s));
-    DI_CUDA_TRY(kernels::UnpackKvRows(cache.pool, entries, b.gathered, s, b.row_index));
-    DI_CUDA_TRY(kernels::SparseAttention(b.q, b.gathered, b.offsets, rows, H, D, L.sinks, scale,
-                                         b.o, s, max_rows));
-  } else {
-    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, s));
-    DI_CUDA_TRY(kernels::MqaDecodeFp8Rows(b.q, cache.pool, b.row_index, b.offsets, rows, H, D,
-                                          L.sinks, scale, max_rows, AttentionSplits(rows),
-                                          b.attn_scratch, b.o, s));
-  }
-  // The grouped low-rank output: group g's heads through rows [g * rank, (g + 1) * rank) of wo_a.
-  const int G = c.o_groups;
-  const int64_t rank = c.o_lora_rank, hd = int64_t{H} * D, group_in = hd / G;
-  if (p.cpu_order) {
-    DI_CUDA_TRY(kernels::Rope(b.o, rows, H, D, rd, L.inv_freq, p.in.pos, true, s));
-    DI_CUDA_TRY(kernels::QdqFp8Rows(b.o, rows, hd, b.oq, s));
-  } else {
-    rope.inverse = true;
-    DI_CUDA_TRY(kernels::RopeQdq(b.o, rows, rope, b.o, b.oq, s));
-  }
-  for (int g = 0; p.cpu_order && g < G; ++g) {
-    DI_CUDA_TRY(kernels::QuantizedDotCpuOrder(
-        kernels::StoredFormat::kFp8Block128, L.wo_a.data, L.wo_a.scale, g * rank, rank, group_in,
-        b.oq + g * group_in, hd, rows, b.z + g * rank, G * rank, s));
-  }
-  for (int r0 = 0; !p.cpu_order && r0 < rows; r0 += kGemvRows) {
-    DI_CUDA_TRY(kernels::Fp8BlockGemvGrouped(
-        L.wo_a.data, L.wo_a.scale, G, rank, group_in, b.oq + r0 * hd, group_in, hd,
-        std::min(kGemvRows, rows - r0), b.z + r0 * G * rank, rank, G * rank, s));
-  }
-  return Dense(p, L.wo_b, b.z, rows, b.y, s);
 }
 
 // The routed experts in the CPU's order (bit-exact, slow): activations rounded through FP8 as
@@ -284,6 +133,23 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t d = c.hidden_size, pairs = int64_t{rows} * K;
   const float limit = static_cast<float>(c.swiglu_limit);
+  // The shared expert on side branch 0 (StepBranches) while this stream routes and runs the
+  // routed experts.
+  const Branch side = SideBranch(p, 0, rows, s);
+  if (L.has_shared) {
+    if (side.forked) DI_CUDA_TRY(Follow(side.stream, s, p.branches.events[0]));
+    const StepBuffers& sb = side.plan.buf;
+    DI_CUDA_TRY(
+        DenseOfInputPair(side.plan, L.shared_w1, b.sg, L.shared_w3, b.su, rows, side.stream));
+    if (p.cpu_order) {
+      DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
+      DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
+    } else {  // SwiGLU and w2's FP8 input in one launch
+      DI_CUDA_TRY(
+          kernels::SwiGluQdq(b.sg, b.su, rows, L.shared_w1.out, limit, b.sa, sb.act, side.stream));
+      DI_CUDA_TRY(Dense(side.plan, L.shared_w2, b.sa, rows, b.hs, side.stream, sb.act));
+    }
+  }
   DI_CUDA_TRY(DenseOfInput(p, L.gate, rows, b.gate_logits, s));
   kernels::RouterParams rp;
   rp.experts = E;
@@ -304,16 +170,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   } else {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
-  if (L.has_shared) {
-    DI_CUDA_TRY(DenseOfInputPair(p, L.shared_w1, b.sg, L.shared_w3, b.su, rows, s));
-    if (p.cpu_order) {
-      DI_CUDA_TRY(kernels::SwiGlu(b.sg, b.su, rows * L.shared_w1.out, limit, b.sa, s));
-      DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s));
-    } else {  // SwiGLU and w2's FP8 input in one launch
-      DI_CUDA_TRY(kernels::SwiGluQdq(b.sg, b.su, rows, L.shared_w1.out, limit, b.sa, b.act, s));
-      DI_CUDA_TRY(Dense(p, L.shared_w2, b.sa, rows, b.hs, s, b.act));
-    }
-  }
+  if (side.forked && L.has_shared) DI_CUDA_TRY(Follow(s, side.stream, p.branches.events[2]));
   return kernels::CombineExperts(b.pair_out, b.route_e, b.route_w, L.has_shared ? b.hs : nullptr,
                                  rows, K, d, b.y, s);
 }

@@ -75,6 +75,20 @@ struct StepBuffers {
   float* logits;
 };
 
+struct StepPlan;
+
+/// Concurrent branches of steps of up to kGemvMaxRows rows (DeviceForwardOptions::branches),
+/// where most kernels are too small to fill the GPU: while the main stream runs the query path
+/// and the routed experts, side stream 0 runs the compressors (then the shared expert) and side
+/// stream 1 the indexer's query and selection. Each side has its own plan: the main one with its
+/// own FP8 scratch (act, act8, act8_scale), so no two concurrent kernels write one buffer. Events
+/// fork and join the streams, in a graph's capture as well as eagerly.
+struct StepBranches {
+  void* streams[2] = {};          // cudaStream_t
+  void* events[4] = {};           // cudaEvent_t
+  const StepPlan* plans[2] = {};  // null: no branches
+};
+
 struct StepPlan {
   const ModelConfig* cfg = nullptr;
   const DeviceModel* model = nullptr;
@@ -87,6 +101,7 @@ struct StepPlan {
   bool dense_mma = true;                    // DeviceForwardOptions::dense_mma
   kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
   kernels::Bf16GemmContext* bf16 = nullptr;  // set with gemm: bf16 products above it
+  StepBranches branches;
 };
 
 /// Rows up to which dense FP8 products take the GEMV; above, cuBLASLt's block-scaled FP8 GEMM on
@@ -101,6 +116,10 @@ Status AllocLayerCaches(const StepPlan& plan, int slots, DeviceMemory& mem,
 /// Allocates `out` from `mem` for steps of up to max_batch rows of `plan` (its caches and inputs
 /// already set up).
 Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out);
+
+/// A side branch's buffers (StepBranches): plan.buf's, but with FP8 scratch of its own for steps
+/// of up to kGemvMaxRows rows.
+Status AllocSideBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, StepBuffers* out);
 
 /// Launches one step of `rows` tokens on `stream` (a cudaStream_t) up to the final norm (b.x);
 /// returns the first CUDA error code (0 on success). No host synchronisation, no allocation:
