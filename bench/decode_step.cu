@@ -79,6 +79,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   uint8_t* topk_ws =
       a.Take<uint8_t>(std::max<size_t>(16, kernels::RowTopKWorkspace(B, n_keys, kIndexTopK)));
   float *o = a.Take<float>(Bp * qdim), *z = a.Take<float>(Bp * kOGroups * kOLora);
+  float* o_fp8 = a.Take<float>(Bp * qdim);  // the attention output's FP8 round trip (wo_a's input)
   float *h = a.Take<float>(Bp * kHidden), *logits = a.Take<float>(Bp * kExperts);
   float *sg = a.Take<float>(Bp * kMoeInter), *su = a.Take<float>(Bp * kMoeInter);
   float* sa = a.Take<float>(Bp * kMoeInter);
@@ -303,13 +304,14 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   }
   add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
-        const int e = k.cpu_order
-                          ? kernels::SparseAttention(q, cache[li].rows, offsets, B, kHeads,
-                                                     kHeadDim, l.sinks, 0.044194f, o, s, n_rows)
-                          : kernels::MqaDecodeFp8Rows(q, cache[li].rows8, row_index, offsets, B,
-                                                      kHeads, kHeadDim, l.sinks, 0.044194f, n_rows,
-                                                      max_splits, attn_scratch, o, s);
-        if (e) return e;
+        const kernels::RopeArgs out_rope{kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true};
+        const int e =
+            k.cpu_order ? kernels::SparseAttention(q, cache[li].rows, offsets, B, kHeads, kHeadDim,
+                                                   l.sinks, 0.044194f, o, s, n_rows)
+                        : kernels::MqaDecodeFp8Rows(
+                              q, cache[li].rows8, row_index, offsets, B, kHeads, kHeadDim, l.sinks,
+                              0.044194f, n_rows, max_splits, attn_scratch, o, s, &out_rope, o_fp8);
+        if (e || !k.cpu_order) return e;  // production: the inverse rotation in the combine
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
       });
   const double wo_a = kOGroups * kOLora * (qdim / kOGroups) * 1.0;
@@ -361,6 +363,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return dense(l.shared_w2, 0, l.shared_w2.out, sa, hs, s);
   });
   add("router", 0, 0, [=](L, int, cudaStream_t s) {
+    if (B == 1 && group_rows == 1) {  // the device forward's one-token form: groups in one launch
+      return kernels::RouteOneToken(route_logits, route_bias, nullptr, nullptr, rp, route_e,
+                                    route_w, d_up, d_down, n_live, s);
+    }
     if (const int e = kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp,
                                            route_e, route_w, s))
       return e;
@@ -404,12 +410,19 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
                                  pairs_padded, py, s, n_live, expert_window);
   });
-  add("combine", 0, 0, [=](L, int, cudaStream_t s) {
-    return kernels::CombineExperts(py, route_e, route_w, hs, B, kTopK, kHidden, h, s);
-  });
-  add("mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
-    return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);
-  });
+  if (k.cpu_order) {
+    add("combine", 0, 0, [=](L, int, cudaStream_t s) {
+      return kernels::CombineExperts(py, route_e, route_w, hs, B, kTopK, kHidden, h, s);
+    });
+    add("mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
+      return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);
+    });
+  } else {  // the device forward's form: the combine straight into the mHC post
+    add("combine_mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
+      const kernels::HyperPostArgs args{streams2, post, comb, kHc, streams};
+      return kernels::CombineExpertsPost(py, route_e, route_w, hs, B, kTopK, kHidden, args, s);
+    });
+  }
   return ops;
 }
 

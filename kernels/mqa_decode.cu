@@ -6,6 +6,7 @@
 #include "kernels/kv_row.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/mqa_decode.h"
+#include "kernels/rope_qdq.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -137,9 +138,14 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Block (query, head): the splits' maxima and sums with the sink give the softmax denominator.
+// With RopeQdq the block then applies `rope` (the output's inverse rotation) to the head's
+// trailing channels and writes the row's FP8 round trip to o_fp8, as RopeQdq (kernels/
+// fused_glue.h) would after it: a warp per 128-wide block, four channels a lane.
+template <bool RopeQdq>
 __global__ void __launch_bounds__(kThreads)
     MqaCombineKernel(const float* __restrict__ partial, int heads, int splits,
-                     const float* __restrict__ sinks, float* __restrict__ o) {
+                     const float* __restrict__ sinks, float* __restrict__ o, RopeArgs rope,
+                     float* __restrict__ o_fp8) {
   AwaitProducers();
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
@@ -152,13 +158,32 @@ __global__ void __launch_bounds__(kThreads)
     const float m = p[s * stride];
     if (m != -INFINITY) denom += p[s * stride + 1] * expf(m - mx);
   }
-  for (int c = threadIdx.x; c < kDim; c += kThreads) {
+  const auto channel = [&](int c) {
     float v = 0;
     for (int s = 0; s < splits; ++s) {
       const float m = p[s * stride];
-      if (m != -INFINITY) v += p[s * stride + 2 + c] * expf(m - mx);
+      if (m != -INFINITY) v = __fadd_rn(v, __fmul_rn(p[s * stride + 2 + c], expf(m - mx)));
     }
-    o[(t * heads + h) * kDim + c] = v / denom;
+    return __fdiv_rn(v, denom);  // rounded the same in both forms of the kernel
+  };
+  float* out = o + (t * heads + h) * kDim;
+  if constexpr (!RopeQdq) {
+    for (int c = threadIdx.x; c < kDim; c += kThreads) out[c] = channel(c);
+  } else {
+    const int lane = threadIdx.x & 31, first = kDim - rope.rope_dim;
+    for (int c0 = (threadIdx.x >> 5) * 128 + 4 * lane; c0 < kDim; c0 += kThreads * 4) {
+      float v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = channel(c0 + k);
+#pragma unroll
+      for (int k = 0; k < 4; k += 2) {
+        if (c0 + k >= first)
+          RotatePair(v[k], v[k + 1], rope.positions[t], (c0 + k - first) / 2, rope);
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[c0 + k] = v[k];
+      StoreQdqBlock(v, int64_t{h} * kDim + c0, int64_t{heads} * kDim, o_fp8 + t * heads * kDim);
+    }
   }
 }
 
@@ -195,11 +220,15 @@ const std::array<int64_t, 3>& WaveSlots() {
 template <bool Fp8Rows>
 int Launch(const float* q, const void* rows, const int32_t* row_index, const int64_t* offsets,
            int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
-           int64_t max_rows, int max_splits, float* scratch, float* o, void* stream) {
+           int64_t max_rows, int max_splits, float* scratch, float* o, void* stream,
+           const RopeArgs* out_rope = nullptr, float* o_fp8 = nullptr) {
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0;
   if (head_dim != kDim || heads < kHeadsPerBlock || heads % kHeadsPerBlock != 0 || max_splits < 1 ||
-      !aligned) {
+      !aligned || (out_rope != nullptr) != (o_fp8 != nullptr) ||
+      (out_rope != nullptr &&
+       (out_rope->heads != heads || out_rope->head_dim != kDim || out_rope->rope_dim < 0 ||
+        out_rope->rope_dim > kDim || out_rope->rope_dim % 4 != 0))) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (n_queries == 0) return 0;
@@ -233,8 +262,14 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
       : group == 8 ? launch(MqaSplitKernel<Fp8Rows, 8>, 8, kSmemFloats<8> * sizeof(float))
                    : launch(MqaSplitKernel<Fp8Rows, 4>, 4, kSmemFloats<4> * sizeof(float));
   if (launched != cudaSuccess) return static_cast<int>(launched);
-  LaunchKernel(MqaCombineKernel, dim3(static_cast<unsigned>(n_queries), heads), kThreads, 0, s,
-               scratch, heads, splits, sinks, o);
+  const dim3 combine(static_cast<unsigned>(n_queries), heads);
+  if (out_rope != nullptr) {
+    LaunchKernel(MqaCombineKernel<true>, combine, kThreads, 0, s, scratch, heads, splits, sinks, o,
+                 *out_rope, o_fp8);
+  } else {
+    LaunchKernel(MqaCombineKernel<false>, combine, kThreads, 0, s, scratch, heads, splits, sinks, o,
+                 RopeArgs{}, nullptr);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -250,9 +285,10 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
 int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                      const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                      const float* sinks, float scale, int64_t max_rows, int max_splits,
-                     float* scratch, float* o, void* stream) {
+                     float* scratch, float* o, void* stream, const RopeArgs* out_rope,
+                     float* o_fp8) {
   return Launch<true>(q, rows, row_index, offsets, n_queries, heads, head_dim, sinks, scale,
-                      max_rows, max_splits, scratch, o, stream);
+                      max_rows, max_splits, scratch, o, stream, out_rope, o_fp8);
 }
 
 }  // namespace deepinfer::kernels

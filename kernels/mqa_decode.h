@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/fused_glue.h"
+
 namespace deepinfer::kernels {
 
 /// Floats of scratch MqaDecode needs for n_queries queries with at most max_splits splits.
@@ -24,10 +26,13 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
 
 /// The same over rows in the reference cache layout, kKvRowBytes each (kernels/kv_row.h; rows
 /// 8-byte aligned): the result is MqaDecode's over the unpacked rows, bit for bit, reading 584
-/// bytes per row instead of 2,048.
+/// bytes per row instead of 2,048. With out_rope (and o_fp8) the same launch then does what
+/// RopeQdq(o, n_queries, *out_rope, o, o_fp8) (kernels/fused_glue.h) would: out_rope->heads ==
+/// heads, head_dim 512, rope_dim a multiple of 4.
 int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                      const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                      const float* sinks, float scale, int64_t max_rows, int max_splits,
-                     float* scratch, float* o, void* stream);
+                     float* scratch, float* o, void* stream, const RopeArgs* out_rope = nullptr,
+                     float* o_fp8 = nullptr);
 
 }  // namespace deepinfer::kernels

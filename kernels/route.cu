@@ -26,9 +26,39 @@ __device__ __forceinline__ uint64_t WarpMax(uint64_t v) {
   return v;
 }
 
+// Where RouteKernel also writes a one-token step's groups (group_rows 1), as GroupKernel would;
+// null up: not written.
+struct OneTokenGroups {
+  ExpertGroup* up = nullptr;
+  ExpertGroup* down = nullptr;
+  int32_t* n_groups = nullptr;
+};
+
+// GroupKernel's one-row groups of token 0's K pairs: expert ascending, equal experts by slot.
+__device__ void WriteOneTokenGroups(const int32_t* chosen, int K, int E, const OneTokenGroups& g) {
+  int order[kMaxRouterTopK];
+  int n = 0;
+  for (int k = 0; k < K; ++k) {
+    const int e = chosen[k];
+    if (e < 0 || e >= E) continue;
+    int i = n++;
+    for (; i > 0 && chosen[order[i - 1]] > e; --i) order[i] = order[i - 1];
+    order[i] = k;
+  }
+  for (int j = 0; j < n; ++j) {
+    const int k = order[j];
+    g.up[j].expert = g.down[j].expert = chosen[k];
+    g.up[j].rows = g.down[j].rows = 1;
+    g.up[j].x_row[0] = 0;
+    g.up[j].y_row[0] = g.down[j].x_row[0] = g.down[j].y_row[0] = k;
+  }
+  *g.n_groups = n;
+}
+
 __global__ void __launch_bounds__(kRouteThreads)
     RouteKernel(const float* logits, const float* bias, const int32_t* tid2eid,
-                const int32_t* tokens, RouterParams p, int32_t* experts, float* weights) {
+                const int32_t* tokens, RouterParams p, int32_t* experts, float* weights,
+                OneTokenGroups groups) {
   AwaitProducers();
   __shared__ float score[kMaxRouterExperts];
   __shared__ uint64_t keys[kMaxRouterExperts];
@@ -99,6 +129,7 @@ __global__ void __launch_bounds__(kRouteThreads)
       experts[t * K + k] = chosen[k];
       weights[t * K + k] = __fmul_rn(w[k], factor);
     }
+    if (groups.up != nullptr) WriteOneTokenGroups(chosen, K, E, groups);
   }
 }
 
@@ -156,13 +187,10 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
 }
 
-__global__ void CombineKernel(const float* y, const int32_t* experts, const float* weights,
-                              const float* shared, int K, int64_t dim, float* out) {
-  AwaitProducers();
-  const int64_t t = blockIdx.x;
-  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (c >= dim) return;
-  // The CPU adds experts in id order (equal ids by slot): insertion sort of K slots.
+// CombineKernel's sum for token t, channel c: the experts in id order (equal ids by slot), as
+// the CPU adds them (insertion sort of the K slots), then the shared expert.
+__device__ float CombinedChannel(const float* y, const int32_t* experts, const float* weights,
+                                 const float* shared, int K, int64_t dim, int64_t t, int64_t c) {
   int order[kMaxRouterTopK];
   for (int k = 0; k < K; ++k) {
     int j = k;
@@ -178,7 +206,42 @@ __global__ void CombineKernel(const float* y, const int32_t* experts, const floa
     acc = __fadd_rn(acc, __fmul_rn(y[p * dim + c], weights[p]));
   }
   if (shared != nullptr) acc = __fadd_rn(acc, shared[t * dim + c]);
-  out[t * dim + c] = acc;
+  return acc;
+}
+
+__global__ void CombineKernel(const float* y, const int32_t* experts, const float* weights,
+                              const float* shared, int K, int64_t dim, float* out) {
+  AwaitProducers();
+  const int64_t t = blockIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  out[t * dim + c] = CombinedChannel(y, experts, weights, shared, K, dim, t, c);
+}
+
+// The combined channel straight into the mHC post (kernels/ops.cu's HyperPostKernel, the same
+// roundings): out[t, j, c] = post[t, j] * h + sum over i of comb[t, i, j] * streams[t, i, c].
+__global__ void CombinePostKernel(const float* y, const int32_t* experts, const float* weights,
+                                  const float* shared, int K, int64_t dim, HyperPostArgs post) {
+  AwaitProducers();
+  const int64_t t = blockIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  const float h = CombinedChannel(y, experts, weights, shared, K, dim, t, c);
+  const int n = post.n;
+  const float* X = post.streams + t * n * dim;
+  const float* C = post.comb + t * n * n;
+  for (int j = 0; j < n; ++j) {
+    float s = __fmul_rn(post.post[t * n + j], h);
+    for (int i = 0; i < n; ++i) s = __fadd_rn(s, __fmul_rn(C[i * n + j], X[i * dim + c]));
+    post.out[(t * n + j) * dim + c] = s;
+  }
+}
+
+bool BadRouterArgs(const int32_t* tid2eid, const int32_t* tokens, int64_t T,
+                   const RouterParams& p) {
+  return p.experts < 1 || p.experts > kMaxRouterExperts || p.top_k < 1 ||
+         p.top_k > kMaxRouterTopK || p.top_k > p.experts || T < 0 || T > 0x7fffffffll ||
+         (tid2eid != nullptr && !tokens);
 }
 
 }  // namespace
@@ -186,14 +249,22 @@ __global__ void CombineKernel(const float* y, const int32_t* experts, const floa
 int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
                 const int32_t* tokens, int64_t T, const RouterParams& p, int32_t* experts,
                 float* weights, void* stream) {
-  if (p.experts < 1 || p.experts > kMaxRouterExperts || p.top_k < 1 || p.top_k > kMaxRouterTopK ||
-      p.top_k > p.experts || T < 0 || T > 0x7fffffffll || (tid2eid != nullptr && !tokens)) {
-    return cudaErrorInvalidValue;
-  }
+  if (BadRouterArgs(tid2eid, tokens, T, p)) return cudaErrorInvalidValue;
   if (T == 0) return 0;
   LaunchKernel(RouteKernel, static_cast<unsigned>(T), kRouteThreads, 0,
                static_cast<cudaStream_t>(stream), logits, bias, tid2eid, tokens, p, experts,
-               weights);
+               weights, OneTokenGroups{});
+  return cudaGetLastError();
+}
+
+int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid,
+                  const int32_t* tokens, const RouterParams& p, int32_t* experts, float* weights,
+                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream) {
+  if (BadRouterArgs(tid2eid, tokens, 1, p) || !up || !down || !n_groups) {
+    return cudaErrorInvalidValue;
+  }
+  LaunchKernel(RouteKernel, 1, kRouteThreads, 0, static_cast<cudaStream_t>(stream), logits, bias,
+               tid2eid, tokens, p, experts, weights, OneTokenGroups{up, down, n_groups});
   return cudaGetLastError();
 }
 
@@ -223,6 +294,21 @@ int CombineExperts(const float* y, const int32_t* experts, const float* weights,
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 255) / 256));
   LaunchKernel(CombineKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), y, experts, weights,
                shared, K, dim, out);
+  return cudaGetLastError();
+}
+
+int CombineExpertsPost(const float* y, const int32_t* experts, const float* weights,
+                       const float* shared, int64_t T, int K, int64_t dim,
+                       const HyperPostArgs& post, void* stream) {
+  if (K < 1 || K > kMaxRouterTopK || dim < 1 || dim > 65535 * 128ll || T < 0 || T > 0x7fffffffll ||
+      post.n < 1 || !post.streams || !post.post || !post.comb || !post.out) {
+    return cudaErrorInvalidValue;
+  }
+  if (T == 0) return 0;
+  // 128 threads a block: a one-token step still spreads over 32 blocks.
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 127) / 128));
+  LaunchKernel(CombinePostKernel, grid, 128, 0, static_cast<cudaStream_t>(stream), y, experts,
+               weights, shared, K, dim, post);
   return cudaGetLastError();
 }
 

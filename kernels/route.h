@@ -31,6 +31,12 @@ int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
                 const int32_t* tokens, int64_t T, const RouterParams& p, int32_t* experts,
                 float* weights, void* stream);
 
+/// RouteTokens of one token (T = 1) and BuildExpertGroups' one-row groups of its pairs
+/// (group_rows 1) in one launch: the same experts, weights, groups and count, bit for bit.
+int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid,
+                  const int32_t* tokens, const RouterParams& p, int32_t* experts, float* weights,
+                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream);
+
 /// Most groups BuildExpertGroups can write for `pairs` pairs over E experts, group_rows a group.
 int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows);
 
@@ -52,5 +58,21 @@ int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_ex
 /// (shared may be null), each product and sum rounded as the CPU's Moe rounds them.
 int CombineExperts(const float* y, const int32_t* experts, const float* weights,
                    const float* shared, int64_t T, int K, int64_t dim, float* out, void* stream);
+
+/// The mHC post a combine feeds (kernels/ops.h's HyperPost): n streams [T, n, dim] in, the
+/// post weights [T, n] and combination [T, n, n], the new streams [T, n, dim] out.
+struct HyperPostArgs {
+  const float* streams = nullptr;
+  const float* post = nullptr;
+  const float* comb = nullptr;
+  int n = 0;
+  float* out = nullptr;
+};
+
+/// CombineExperts into a row h, then HyperPost(post.streams, h, post.post, post.comb, T, post.n,
+/// dim, post.out), in one launch and without writing h: the same bits as the two launches.
+int CombineExpertsPost(const float* y, const int32_t* experts, const float* weights,
+                       const float* shared, int64_t T, int K, int64_t dim,
+                       const HyperPostArgs& post, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -15,6 +15,7 @@
 #include "engine/model/quant.h"
 #include "kernels/cuda_available.h"
 #include "kernels/forward_glue.h"
+#include "kernels/fused_glue.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
@@ -254,7 +255,31 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeOnFp8RowsMatchesUnpackedRows) {
                                   ds.get(), 0.044194f, 1152, 8, scratch.get(), got.get(), nullptr),
         0);
     ExpectClose(got.ToHost(), want.ToHost(), 0.0f, row_index ? "indexed" : "gathered");
+    // With the output's inverse rotation and FP8 round trip in the combine: RopeQdq's bits.
+    std::vector<int64_t> positions(nq);
+    for (int64_t t = 0; t < nq; ++t) positions[t] = 37 + 1000 * t;
+    std::vector<float> inv_freq(32);
+    for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / 64.0f);
+    DeviceVector<int64_t> dpos(positions);
+    DeviceVector<float> dfreq(inv_freq);
+    const kernels::RopeArgs rope{heads, dim, 64, dfreq.get(), dpos.get(), true};
+    auto want_fp8 = DeviceVector<float>::Poisoned(q.size());
+    ASSERT_EQ(kernels::RopeQdq(got.get(), nq, rope, want.get(), want_fp8.get(), nullptr), 0);
+    auto fused = DeviceVector<float>::Poisoned(q.size());
+    auto fused_fp8 = DeviceVector<float>::Poisoned(q.size());
+    ASSERT_EQ(kernels::MqaDecodeFp8Rows(dq.get(), packed.get(), row_index, doff.get(), nq, heads,
+                                        dim, ds.get(), 0.044194f, 1152, 8, scratch.get(),
+                                        fused.get(), nullptr, &rope, fused_fp8.get()),
+              0);
+    ExpectClose(fused.ToHost(), want.ToHost(), 0.0f, "rotated in the combine");
+    ExpectClose(fused_fp8.ToHost(), want_fp8.ToHost(), 0.0f, "FP8 round trip in the combine");
   }
+  const kernels::RopeArgs odd{heads, dim, 62, nullptr, nullptr, true};  // not a multiple of 4
+  auto unused = DeviceVector<float>::Poisoned(1);
+  EXPECT_NE(kernels::MqaDecodeFp8Rows(dq.get(), packed.get(), nullptr, doff.get(), nq, heads, dim,
+                                      ds.get(), 0.044194f, 1152, 8, unused.get(), unused.get(),
+                                      nullptr, &odd, unused.get()),
+            0);
 }
 
 }  // namespace

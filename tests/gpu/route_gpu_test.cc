@@ -1,7 +1,8 @@
 // The MoE glue on the GPU (kernels/route.h) against the CPU's Moe: the router's experts and
 // weights bit for bit (score kinds, bias, hash routing, ties on a coarse grid, logits above
 // softplus's linear threshold), the grouping in the CPU's expert-then-token order across several
-// chunks of pairs, and the combine's sums in the CPU's order.
+// chunks of pairs, the combine's sums in the CPU's order; and the one-token router with its groups
+// in one launch and the combine straight into the mHC post, against the two-launch forms.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "engine/model/config.h"
 #include "engine/model/routing.h"
 #include "kernels/cuda_available.h"
+#include "kernels/ops.h"
 #include "kernels/route.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -154,6 +156,64 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
   }
 }
 
+// One token's routing with its one-row groups in the router's launch: the two-launch path's
+// experts, weights, groups and count, bit for bit — score routing, and hash routing whose table
+// repeats an expert (two groups of one expert, in slot order).
+TEST_F(RouteGpuTest, OneTokenRoutesAndGroupsInOneLaunch) {
+  const int E = 64, K = 6, vocab = 5;
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(E), bias(E);
+  for (float& v : logits) v = normal(rng_);
+  for (float& v : bias) v = normal(rng_) / 8.0f;
+  std::vector<int32_t> table(vocab * K);
+  for (auto& e : table) e = static_cast<int32_t>(rng_() % E);
+  const int32_t token = 3;
+  table[token * K + 4] = table[token * K + 1];  // a repeated expert
+  DeviceVector<float> d_logits(logits), d_bias(bias);
+  DeviceVector<int32_t> d_table(table), d_token(std::vector<int32_t>{token});
+  kernels::RouterParams p;
+  p.experts = E;
+  p.top_k = K;
+  p.routed_scaling = 2.5f;
+  for (bool hash : {false, true}) {
+    const int32_t* tid2eid = hash ? d_table.get() : nullptr;
+    auto e2 = DeviceVector<int32_t>::Poisoned(K), e1 = DeviceVector<int32_t>::Poisoned(K);
+    auto w2 = DeviceVector<float>::Poisoned(K), w1 = DeviceVector<float>::Poisoned(K);
+    auto up2 = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto down2 = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto up1 = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto down1 = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto n2 = DeviceVector<int32_t>::Poisoned(1), n1 = DeviceVector<int32_t>::Poisoned(1);
+    auto rank = DeviceVector<int32_t>::Poisoned(K);
+    ASSERT_EQ(kernels::RouteTokens(d_logits.get(), d_bias.get(), tid2eid, d_token.get(), 1, p,
+                                   e2.get(), w2.get(), nullptr),
+              0);
+    ASSERT_EQ(kernels::BuildExpertGroups(e2.get(), K, K, E, 1, up2.get(), down2.get(), n2.get(),
+                                         rank.get(), nullptr),
+              0);
+    ASSERT_EQ(kernels::RouteOneToken(d_logits.get(), d_bias.get(), tid2eid, d_token.get(), p,
+                                     e1.get(), w1.get(), up1.get(), down1.get(), n1.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(e1.ToHost(), e2.ToHost()) << "hash " << hash;
+    const auto wa = w1.ToHost(), wb = w2.ToHost();
+    EXPECT_EQ(std::memcmp(wa.data(), wb.data(), K * sizeof(float)), 0) << "hash " << hash;
+    ASSERT_EQ(n1.ToHost()[0], K);
+    ASSERT_EQ(n2.ToHost()[0], K);
+    const auto ua = up1.ToHost(), ub = up2.ToHost(), da = down1.ToHost(), db = down2.ToHost();
+    for (int g = 0; g < K; ++g) {  // the fields one-row groups use (slot 0)
+      EXPECT_EQ(ua[g].expert, ub[g].expert) << "group " << g << " hash " << hash;
+      EXPECT_EQ(ua[g].rows, ub[g].rows);
+      EXPECT_EQ(ua[g].x_row[0], ub[g].x_row[0]);
+      EXPECT_EQ(ua[g].y_row[0], ub[g].y_row[0]);
+      EXPECT_EQ(da[g].expert, db[g].expert);
+      EXPECT_EQ(da[g].rows, db[g].rows);
+      EXPECT_EQ(da[g].x_row[0], db[g].x_row[0]);
+      EXPECT_EQ(da[g].y_row[0], db[g].y_row[0]);
+    }
+  }
+}
+
 TEST_F(RouteGpuTest, CombineSumsInTheCpuOrder) {
   const int K = 6;
   const int64_t T = 19, dim = 300;
@@ -189,6 +249,28 @@ TEST_F(RouteGpuTest, CombineSumsInTheCpuOrder) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> got = d_out.ToHost();
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+
+    // Straight into the mHC post (n = 4 and 3 streams): HyperPost over that output, bit for bit.
+    for (int n : {4, 3}) {
+      std::vector<float> streams(T * n * dim), post(T * n), comb(T * n * n);
+      for (float& v : streams) v = normal(rng_);
+      for (float& v : post) v = normal(rng_);
+      for (float& v : comb) v = normal(rng_);
+      DeviceVector<float> d_streams(streams), d_post(post), d_comb(comb);
+      auto want_post = DeviceVector<float>::Poisoned(T * n * dim);
+      auto got_post = DeviceVector<float>::Poisoned(T * n * dim);
+      ASSERT_EQ(kernels::HyperPost(d_streams.get(), d_out.get(), d_post.get(), d_comb.get(), T, n,
+                                   dim, want_post.get(), nullptr),
+                0);
+      const kernels::HyperPostArgs args{d_streams.get(), d_post.get(), d_comb.get(), n,
+                                        got_post.get()};
+      ASSERT_EQ(kernels::CombineExpertsPost(d_y.get(), d_e.get(), d_w.get(),
+                                            with_shared ? d_shared.get() : nullptr, T, K, dim, args,
+                                            nullptr),
+                0);
+      const auto a = got_post.ToHost(), b = want_post.ToHost();
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "n " << n;
+    }
   }
 }
 
@@ -198,6 +280,9 @@ TEST_F(RouteGpuTest, RejectsBadArguments) {
   p.top_k = 5;  // more than the experts
   EXPECT_NE(
       kernels::RouteTokens(nullptr, nullptr, nullptr, nullptr, 1, p, nullptr, nullptr, nullptr), 0);
+  EXPECT_NE(kernels::RouteOneToken(nullptr, nullptr, nullptr, nullptr, p, nullptr, nullptr, nullptr,
+                                   nullptr, nullptr, nullptr),
+            0);
   EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, kernels::kMaxRouterExperts + 1, 8, nullptr,
                                        nullptr, nullptr, nullptr, nullptr),
             0);
@@ -205,6 +290,9 @@ TEST_F(RouteGpuTest, RejectsBadArguments) {
                                        nullptr, nullptr, nullptr, nullptr),
             0);
   EXPECT_NE(kernels::CombineExperts(nullptr, nullptr, nullptr, nullptr, 1, 17, 8, nullptr, nullptr),
+            0);
+  EXPECT_NE(kernels::CombineExpertsPost(nullptr, nullptr, nullptr, nullptr, 1, 6, 8,
+                                        kernels::HyperPostArgs{}, nullptr),
             0);
 }
 

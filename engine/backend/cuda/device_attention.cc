@@ -50,8 +50,18 @@ int Compress(const StepPlan& p, const DeviceLayer& L, const DeviceCompressor& c,
   return kernels::PackKvRows(b.pooled_n, rows, cache.pool, s, r.comp_dest);
 }
 
-// The indexer's query for each row (CSA): its heads' rotated, Hadamard-rounded vectors and their
-// weights. q_res_fp8: b.q_res's FP8 round trip where the query norm wrote it (else null).
+// The indexer's head weights for each row (CSA), scaled; they read only the block's input.
+int IndexerWeights(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
+  const ModelConfig& c = *p.cfg;
+  const int heads = c.index_n_heads;
+  DI_CUDA_TRY(DenseOfInput(p, L.index_weights_proj, rows, p.buf.iw, s));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(c.index_head_dim)) *
+                              std::sqrt(static_cast<float>(heads)));
+  return kernels::ScaleFloats(p.buf.iw, int64_t{rows} * heads, scale, s);
+}
+
+// The indexer's query for each row (CSA): its heads' rotated, Hadamard-rounded vectors.
+// q_res_fp8: b.q_res's FP8 round trip where the query norm wrote it (else null).
 int IndexerQuery(const StepPlan& p, const DeviceLayer& L, const float* q_res_fp8, int rows,
                  void* s) {
   const ModelConfig& c = *p.cfg;
@@ -59,12 +69,7 @@ int IndexerQuery(const StepPlan& p, const DeviceLayer& L, const float* q_res_fp8
   const int heads = c.index_n_heads, dim = c.index_head_dim;
   DI_CUDA_TRY(Dense(p, L.index_wq_b, b.q_res, rows, b.iq, s, q_res_fp8));
   DI_CUDA_TRY(kernels::Rope(b.iq, rows, heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false, s));
-  DI_CUDA_TRY(
-      kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s));
-  DI_CUDA_TRY(DenseOfInput(p, L.index_weights_proj, rows, b.iw, s));
-  const float scale =
-      1.0f / (std::sqrt(static_cast<float>(dim)) * std::sqrt(static_cast<float>(heads)));
-  return kernels::ScaleFloats(b.iw, int64_t{rows} * heads, scale, s);
+  return kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s);
 }
 
 // The indexer's pick of compressed rows for each query (CSA), after IndexerQuery and the
@@ -89,14 +94,33 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   const int H = c.num_heads, D = c.head_dim, rd = c.rope_dim;
   const int64_t qr = c.q_lora_rank;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  kernels::RopeArgs rope{H, D, rd, L.inv_freq, p.in.pos, false};
-  // Side branch 0 (StepBranches) pools the compressors' rows while this stream forms the query
-  // and the window's row; side branch 1 forms the indexer's query once q_res is there, then
-  // selects, after branch 0's keys. Both join before attention.
+  const kernels::RopeArgs rope{H, D, rd, L.inv_freq, p.in.pos, false};
+  const bool csa = L.type == AttnType::kCsa;
+  kernels::AttentionRowsArgs a;
+  a.queries = rows;
+  a.pos = p.in.pos;
+  a.ring_row = r.ring_row;
+  a.window = p.window;
+  a.ring = p.ring;
+  a.visible = r.visible;
+  a.selected = csa ? b.topk : nullptr;
+  a.top_k = csa ? c.index_topk : 0;
+  a.page_table = r.page;
+  a.pages_per_query = 1;
+  a.page_rows = static_cast<int>(std::max<int64_t>(1, r.rows_per_slot));
+  const int64_t max_rows = p.window + CompressedRowsRead(c, p.in, cache, csa);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // With StepBranches, side branch 0 runs the compressors while this stream forms the query and
+  // the window's row; side branch 1 forms the indexer's head weights, then its query once q_res
+  // is there, then selects after branch 0's keys. The attention rows' index is built on whichever
+  // side branch finishes last (it needs the selection), and both join before attention.
   const Branch pool = SideBranch(p, 0, rows, s), index = SideBranch(p, 1, rows, s);
   void* const* ev = p.branches.events;
-  const bool csa = L.type == AttnType::kCsa;
-  if (pool.forked && (L.has_compressor || csa)) DI_CUDA_TRY(Follow(pool.stream, s, ev[0]));
+  const Branch& rows_branch = csa ? index : pool;
+  if (pool.forked) {
+    DI_CUDA_TRY(Follow(pool.stream, s, ev[0]));
+    if (csa) DI_CUDA_TRY(Follow(index.stream, s, ev[0]));
+  }
   if (L.has_compressor) {
     DI_CUDA_TRY(Compress(pool.plan, L, L.comp, r, cache.comp_kv, cache.comp_gate, false, cache,
                          rows, pool.stream));
@@ -104,6 +128,7 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   if (csa) {
     DI_CUDA_TRY(Compress(pool.plan, L, L.index_comp, r, cache.index_kv, cache.index_gate, true,
                          cache, rows, pool.stream));
+    DI_CUDA_TRY(IndexerWeights(index.plan, L, rows, index.stream));
   }
   // wkv reads the same input as wq_a: one launch for both.
   DI_CUDA_TRY(DenseOfInputPair(p, L.wq_a, b.q_lat, L.wkv, b.kv, rows, s));
@@ -134,24 +159,7 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   if (csa) {
     if (index.forked) DI_CUDA_TRY(Follow(index.stream, pool.stream, ev[2]));
     DI_CUDA_TRY(SelectRows(index.plan, r, cache, rows, index.stream));
-    if (index.forked) DI_CUDA_TRY(Follow(s, index.stream, ev[3]));
-  } else if (pool.forked && L.has_compressor) {
-    DI_CUDA_TRY(Follow(s, pool.stream, ev[2]));
   }
-  kernels::AttentionRowsArgs a;
-  a.queries = rows;
-  a.pos = p.in.pos;
-  a.ring_row = r.ring_row;
-  a.window = p.window;
-  a.ring = p.ring;
-  a.visible = r.visible;
-  a.selected = csa ? b.topk : nullptr;
-  a.top_k = csa ? c.index_topk : 0;
-  a.page_table = r.page;
-  a.pages_per_query = 1;
-  a.page_rows = static_cast<int>(std::max<int64_t>(1, r.rows_per_slot));
-  const int64_t max_rows = p.window + CompressedRowsRead(c, p.in, cache, csa);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   if (p.cpu_order) {
     // Entries past a query's rows are unpacked too (row 0): the count stays on the device.
     const int64_t entries = rows * max_rows;
@@ -162,10 +170,14 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
     DI_CUDA_TRY(kernels::SparseAttention(b.q, b.gathered, b.offsets, rows, H, D, L.sinks, scale,
                                          b.o, s, max_rows));
   } else {
-    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, s));
+    DI_CUDA_TRY(kernels::BuildAttentionRows(a, b.offsets, b.row_index, rows_branch.stream));
+    if (rows_branch.forked) DI_CUDA_TRY(Follow(s, rows_branch.stream, ev[3]));
+    // The output's inverse rotation and FP8 round trip (wo_a's input) in the combine's launch.
+    kernels::RopeArgs out_rope = rope;
+    out_rope.inverse = true;
     DI_CUDA_TRY(kernels::MqaDecodeFp8Rows(b.q, cache.pool, b.row_index, b.offsets, rows, H, D,
                                           L.sinks, scale, max_rows, AttentionSplits(rows),
-                                          b.attn_scratch, b.o, s));
+                                          b.attn_scratch, b.o, s, &out_rope, b.oq));
   }
   // The grouped low-rank output: group g's heads through rows [g * rank, (g + 1) * rank) of wo_a.
   const int G = c.o_groups;
@@ -173,9 +185,6 @@ int AttentionBlock(const StepPlan& p, const DeviceLayer& L, const DeviceLayerCac
   if (p.cpu_order) {
     DI_CUDA_TRY(kernels::Rope(b.o, rows, H, D, rd, L.inv_freq, p.in.pos, true, s));
     DI_CUDA_TRY(kernels::QdqFp8Rows(b.o, rows, hd, b.oq, s));
-  } else {
-    rope.inverse = true;
-    DI_CUDA_TRY(kernels::RopeQdq(b.o, rows, rope, b.o, b.oq, s));
   }
   for (int g = 0; p.cpu_order && g < G; ++g) {
     DI_CUDA_TRY(kernels::QuantizedDotCpuOrder(

@@ -127,7 +127,10 @@ int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, 
                                expert_window);
 }
 
-int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
+// The MoE block of the normed input b.x, then the mHC post of `streams` with its output into
+// `out_streams` (one launch with the combine on the production path).
+int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* streams,
+             float* out_streams, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
@@ -157,12 +160,17 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
   rp.scoring = static_cast<kernels::RouterScoring>(static_cast<int>(c.scoring_func));
   rp.norm_topk_prob = c.norm_topk_prob;
   rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
-  DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
-                                   b.route_e, b.route_w, s));
   const int group_rows = ExpertGroupRows(rows);
   const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
-  DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down, b.n_live,
-                                         b.rank, s));
+  if (rows == 1) {  // the groups in the router's launch
+    DI_CUDA_TRY(kernels::RouteOneToken(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rp,
+                                       b.route_e, b.route_w, b.up, b.down, b.n_live, s));
+  } else {
+    DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
+                                     b.route_e, b.route_w, s));
+    DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down,
+                                           b.n_live, b.rank, s));
+  }
   if (p.cpu_order) {
     DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
   } else if (group_rows == 1) {  // a one-row step (ExpertGroupRows)
@@ -171,8 +179,14 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, void* s) {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
   if (side.forked && L.has_shared) DI_CUDA_TRY(Follow(s, side.stream, p.branches.events[2]));
-  return kernels::CombineExperts(b.pair_out, b.route_e, b.route_w, L.has_shared ? b.hs : nullptr,
-                                 rows, K, d, b.y, s);
+  const float* shared = L.has_shared ? b.hs : nullptr;
+  if (p.cpu_order) {
+    DI_CUDA_TRY(
+        kernels::CombineExperts(b.pair_out, b.route_e, b.route_w, shared, rows, K, d, b.y, s));
+    return kernels::HyperPost(streams, b.y, b.post, b.comb, rows, c.hc_mult, d, out_streams, s);
+  }
+  const kernels::HyperPostArgs post{streams, b.post, b.comb, c.hc_mult, out_streams};
+  return kernels::CombineExpertsPost(b.pair_out, b.route_e, b.route_w, shared, rows, K, d, post, s);
 }
 
 }  // namespace
@@ -203,8 +217,7 @@ int EnqueueBody(const StepPlan& p, int rows, void* s) {
     DI_CUDA_TRY(AttentionBlock(p, L, p.caches[l], rows, s));
     DI_CUDA_TRY(kernels::HyperPost(b.X, b.y, b.post, b.comb, rows, n, d, b.X2, s));
     DI_CUDA_TRY(HyperPreNorm(p, L.hc_ffn, b.X2, L.ffn_norm, rows, s));
-    DI_CUDA_TRY(MoeBlock(p, L, rows, s));
-    DI_CUDA_TRY(kernels::HyperPost(b.X2, b.y, b.post, b.comb, rows, n, d, b.X, s));
+    DI_CUDA_TRY(MoeBlock(p, L, rows, b.X2, b.X, s));
   }
   return HeadNorm(p, rows, s);
 }
