@@ -158,6 +158,8 @@ TEST(DeviceForwardTest, BadInputChangesNothing) {
   auto ck = testing::KernelShapedCheckpoint(dir, 5);
   ASSERT_NE(ck, nullptr);
   DeviceForwardOptions opt;
+  opt.max_batch = 65536;  // more rows than the mHC collapse's grid takes
+  EXPECT_EQ(DeviceForward::Create(*ck, opt).status().code(), ErrorCode::kInvalidArgument);
   opt.max_batch = 2;
   opt.slots = 3;
   opt.max_context = 128;

@@ -17,33 +17,14 @@
 #include "kernels/cuda_available.h"
 #include "kernels/expert_fp4_limbs.h"
 #include "kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
 namespace {
 
-class ExpertFp4LimbsGpuTest : public ::testing::Test {
+class ExpertFp4LimbsGpuTest : public testing::DeviceTest {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  void TearDown() override {
-    for (void* p : owned_) cudaFree(p);
-  }
-  template <class T>
-  T* ToDevice(const std::vector<T>& v) {
-    void* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size() * sizeof(T), 16)), cudaSuccess);
-    cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-    owned_.push_back(d);
-    return static_cast<T*>(d);
-  }
-  template <class T>
-  std::vector<T> ToHost(const T* d, size_t n) {
-    std::vector<T> v(n);
-    cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return v;
-  }
   // Rows of normal values, each 128-wide block at its own magnitude (1e-6 .. 1e3), so the blocks'
   // exponents differ and some fall to the amax floor. few_bits: eighths in [-1, 1] instead, whose
   // products' sums fp32 holds exactly.
@@ -73,7 +54,6 @@ class ExpertFp4LimbsGpuTest : public ::testing::Test {
 
   const uint32_t seed_ = std::random_device{}();
   std::mt19937 rng_{seed_};
-  std::vector<void*> owned_;
 };
 
 // The value limb i of a row encodes: q * 2^(e - 9), with scale = 2^(e - 10).

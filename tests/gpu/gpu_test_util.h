@@ -1,12 +1,16 @@
 // Helpers of the GPU tests: a device copy of a host vector (upload, download, freed on scope
-// exit) and the element-wise comparison they share.
+// exit), a fixture that skips without a device and frees what it uploads, and the element-wise
+// comparison they share.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "kernels/cuda_available.h"
 
 namespace deepinfer::testing {
 
@@ -42,6 +46,35 @@ class DeviceVector {
  private:
   T* ptr_ = nullptr;
   size_t size_ = 0;
+};
+
+/// A test that skips without a CUDA device. ToDevice uploads a host vector (at least 16 bytes
+/// allocated; freed after the test), ToHost downloads n values.
+class DeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  void TearDown() override {
+    for (void* p : owned_) cudaFree(p);
+  }
+  template <class T>
+  T* ToDevice(const std::vector<T>& v) {
+    void* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size() * sizeof(T), 16)), cudaSuccess);
+    cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+    owned_.push_back(d);
+    return static_cast<T*>(d);
+  }
+  template <class T>
+  std::vector<T> ToHost(const T* d, size_t n) {
+    std::vector<T> v(n);
+    cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+
+ private:
+  std::vector<void*> owned_;
 };
 
 /// |got - want| <= tol * (1 + |want|) everywhere (tol 0: bit for bit, NaN never passes).

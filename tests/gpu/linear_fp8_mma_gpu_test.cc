@@ -19,6 +19,7 @@
 #include "kernels/cuda_available.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/linear_fp8_mma.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
@@ -32,32 +33,10 @@ namespace {
 // The test prints the measured worst case so the bound can be tightened after a run.
 constexpr double kTol = 1.0 / 1024;
 
-class LinearFp8MmaGpuTest : public ::testing::Test {
+class LinearFp8MmaGpuTest : public testing::DeviceTest {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  void TearDown() override {
-    for (void* p : owned_) cudaFree(p);
-  }
-  template <class T>
-  T* ToDevice(const std::vector<T>& v) {
-    void* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size() * sizeof(T), 16)), cudaSuccess);
-    cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-    owned_.push_back(d);
-    return static_cast<T*>(d);
-  }
-  template <class T>
-  std::vector<T> ToHost(const T* d, size_t n) {
-    std::vector<T> v(n);
-    cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return v;
-  }
-
   const uint32_t seed_ = std::random_device{}();
   std::mt19937 rng_{seed_};
-  std::vector<void*> owned_;
 };
 
 TEST_F(LinearFp8MmaGpuTest, MatchesTheCpuAndEveryRowIsIndependentOfTheOthers) {

@@ -58,11 +58,12 @@ class DeviceForwardImpl final : public DeviceForward {
   Status Init(const Checkpoint& ck) {
     cfg_ = ck.config;
     const ModelConfig& c = cfg_;
-    if (opt_.max_batch < 1 || opt_.slots < 1 || opt_.max_context < 128 ||
+    // 65,535 rows: the most the mHC collapse's grid takes (kernels/hyper_collapse.h).
+    if (opt_.max_batch < 1 || opt_.max_batch > 65535 || opt_.slots < 1 || opt_.max_context < 128 ||
         opt_.max_context % 128 != 0 || opt_.max_chunk < 1 || opt_.max_chunk > opt_.max_batch) {
       return InvalidArgument(
-          "device forward: max_batch and slots >= 1, max_context a multiple of 128, max_chunk "
-          "in 1 .. max_batch");
+          "device forward: max_batch in 1 .. 65535, slots >= 1, max_context a multiple of 128, "
+          "max_chunk in 1 .. max_batch");
     }
     DI_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(opt_.device), "cudaSetDevice"));
     DI_RETURN_IF_ERROR(
