@@ -15,6 +15,6 @@ deepinfer-model make-tiny --out "$model" --quantize fp8-fp4 --seed 21 --vocab 81
   --ratios 0,4,128,4 --hash-layers 1 >/dev/null
 ncu --launch-skip 10000 --launch-count 1200 --metrics gpu__time_duration.sum --csv \
   --graph-profiling node --cache-control none \
-  bench_device_forward --model "$model" --batches 1 --context 64 --steps 3 --no-eager \
+  bench_device_forward --model "$model" --batches 1 --context 64 --steps 12 --no-eager \
   >"$out/ncu.csv"
 python3 "$(dirname "$0")/ncu_step_summary.py" "$out/ncu.csv" --step-csv "$out/step.csv"

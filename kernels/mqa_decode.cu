@@ -14,6 +14,8 @@ namespace {
 // kHeadsPerBlock: the most heads a block takes (large batches); small batches give a block 8 or
 // 4 so that more blocks share the step's few queries.
 constexpr int kDim = 512, kHeadsPerBlock = 16, kTile = 32, kThreads = 256;
+// Blocks a launch aims for (two per SM of a 132-SM H200); so a query has at most this many splits.
+constexpr int kTargetBlocks = 264, kMaxSplits = kTargetBlocks;
 constexpr int kPad = kDim + 4;  // row stride: float4 reads of 8 rows cover the 32 banks once
 template <int kHeads>
 constexpr int kSmemFloats = kHeads* kDim + kTile* kPad + kHeads* kTile;
@@ -151,18 +153,35 @@ __global__ void __launch_bounds__(kThreads)
   const int h = blockIdx.y;
   const float* p = partial + (t * splits * heads + h) * (kDim + 2);
   const int64_t stride = static_cast<int64_t>(heads) * (kDim + 2);
-  float mx = sinks[h];
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * stride]);
-  float denom = expf(sinks[h] - mx);
-  for (int s = 0; s < splits; ++s) {
-    const float m = p[s * stride];
-    if (m != -INFINITY) denom += p[s * stride + 1] * expf(m - mx);
+  // Each split's weight exp(m - max), 0 for an empty split, once per block: the channels then
+  // cost a load and two roundings a split instead of an exponential.
+  __shared__ float weight[kMaxSplits];
+  __shared__ float shared_denom;
+  const int lane = threadIdx.x & 31;
+  if (threadIdx.x < 32) {
+    float mx = sinks[h];
+    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, p[s * stride]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    for (int s = lane; s < splits; s += 32) {
+      const float m = p[s * stride];
+      weight[s] = m == -INFINITY ? 0.0f : expf(m - mx);
+    }
+    __syncwarp();
+    if (lane == 0) {  // the splits in order
+      float denom = expf(sinks[h] - mx);
+      for (int s = 0; s < splits; ++s) {
+        if (weight[s] != 0.0f) denom = __fadd_rn(denom, __fmul_rn(p[s * stride + 1], weight[s]));
+      }
+      shared_denom = denom;
+    }
   }
+  __syncthreads();
+  const float denom = shared_denom;
   const auto channel = [&](int c) {
     float v = 0;
     for (int s = 0; s < splits; ++s) {
-      const float m = p[s * stride];
-      if (m != -INFINITY) v = __fadd_rn(v, __fmul_rn(p[s * stride + 2 + c], expf(m - mx)));
+      if (weight[s] != 0.0f) v = __fadd_rn(v, __fmul_rn(p[s * stride + 2 + c], weight[s]));
     }
     return __fdiv_rn(v, denom);  // rounded the same in both forms of the kernel
   };
@@ -170,11 +189,24 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (!RopeQdq) {
     for (int c = threadIdx.x; c < kDim; c += kThreads) out[c] = channel(c);
   } else {
-    const int lane = threadIdx.x & 31, first = kDim - rope.rope_dim;
+    const int first = kDim - rope.rope_dim;
     for (int c0 = (threadIdx.x >> 5) * 128 + 4 * lane; c0 < kDim; c0 += kThreads * 4) {
-      float v[4];
+      // channel(c0 + k) for k < 4 in one pass over the splits: each channel's roundings in the
+      // same order, four independent chains.
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int s = 0; s < splits; ++s) {
+        const float w = weight[s];
+        if (w == 0.0f) continue;
+        // A split's row is kDim + 2 floats: its channels are 8-byte aligned, not 16.
+        const float2* x = reinterpret_cast<const float2*>(p + s * stride + 2 + c0);
+        const float2 a = x[0], b = x[1];
+        v[0] = __fadd_rn(v[0], __fmul_rn(a.x, w));
+        v[1] = __fadd_rn(v[1], __fmul_rn(a.y, w));
+        v[2] = __fadd_rn(v[2], __fmul_rn(b.x, w));
+        v[3] = __fadd_rn(v[3], __fmul_rn(b.y, w));
+      }
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = channel(c0 + k);
+      for (int k = 0; k < 4; ++k) v[k] = __fdiv_rn(v[k], denom);
 #pragma unroll
       for (int k = 0; k < 4; k += 2) {
         if (c0 + k >= first)
@@ -236,7 +268,6 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
   // heads per block while the blocks still fit in one wave (more would make a second one:
   // measured 1 % slower steps at batch 8-64). The splits follow the 16-head count, so the head
   // grouping changes no sum.
-  constexpr int64_t kTargetBlocks = 264;
   const int64_t blocks = n_queries * (heads / kHeadsPerBlock);
   int splits =
       static_cast<int>(std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, max_splits));
