@@ -4,8 +4,9 @@
 # bench/RESULTS-gpu.md, "Device forward". Run on the GPU host from the repository root after
 # `source gpu-bundle/env.sh`; takes ~4 minutes. Prints the step's kernels by total time.
 #   bench/profile_device_forward.sh [OUT_DIR]
-# The window (launches 10,000-11,199 at context 64) lies inside the fill phase's steps, so
-# attention reads fewer rows than at context 1024; everything else is the same per step.
+# The window (launches 10,000-11,199) falls on the 12 timed steps at context 64-76 (~150 kernels a
+# step since the twelfth session), so attention reads fewer rows than at context 1024; everything
+# else is the same per step.
 set -euo pipefail
 out=${1:-$(mktemp -d)}
 model="$out/model"
