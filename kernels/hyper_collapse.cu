@@ -154,6 +154,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
       }
       Sinkhorn<N>(d, inv, w, hc_eps, iters, comb + row * N * N);
     }
+    __syncwarp();  // the .aligned barrier wants the warp converged after Sinkhorn's lane-0 path
     ClusterWait();
     return;
   }
@@ -213,6 +214,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
     for (int k = 0; k < kCollapseWarps; ++k) mine += warp_ss[k];
     StoreToClusterBlock(&block_ss[rank], static_cast<unsigned>(lane), mine);
   }
+  __syncwarp();  // converged again after the lanes < kClusterBlocks stores
   ClusterArrive();
   ClusterWait();
   if (normed == nullptr) return;
@@ -269,7 +271,7 @@ int HyperCollapse(int n, bool head, HyperWeights w, const float* streams, const 
                   int64_t rows, int64_t dim, float norm_eps, float hc_eps, int sinkhorn_iters,
                   float* post, float* comb, float* collapsed, const float* norm_weight,
                   float* normed, float* normed_fp8, void* stream) {
-  if (n < 1 || n > 6 || rows < 0 || rows > 65535 || (normed_fp8 && !normed)) {
+  if (n < 1 || n > 6 || dim < 1 || rows < 0 || rows > 65535 || (normed_fp8 && !normed)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (rows == 0) return 0;

@@ -254,8 +254,10 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
            int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
            int64_t max_rows, int max_splits, float* scratch, float* o, void* stream,
            const RopeArgs* out_rope = nullptr, float* o_fp8 = nullptr) {
+  // scratch 8-byte aligned: the combine reads a split's channels as float2.
   const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
-                       (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0;
+                       (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0 &&
+                       (reinterpret_cast<uintptr_t>(scratch) & 7) == 0;
   if (head_dim != kDim || heads < kHeadsPerBlock || heads % kHeadsPerBlock != 0 || max_splits < 1 ||
       !aligned || (out_rope != nullptr) != (o_fp8 != nullptr) ||
       (out_rope != nullptr &&
@@ -273,6 +275,7 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
       static_cast<int>(std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, max_splits));
   splits = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(splits, (max_rows + kTile - 1) / kTile)));
+  static_assert(kMaxSplits >= kTargetBlocks, "the combine holds a weight per split");
   int group = kHeadsPerBlock;
   const std::array<int64_t, 3>& slots = WaveSlots<Fp8Rows>();
   while (group > 4 && heads % (group / 2) == 0 &&

@@ -63,7 +63,8 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
   for (const Shape& sh :
        {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 1, 4096}, Shape{4, 63, 2048},
         Shape{4, 2, 8192}, Shape{4, 64, 1024}, Shape{4, 70, 256}, Shape{1, 2, 128},
-        Shape{2, 2, 128}, Shape{3, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}}) {
+        Shape{2, 2, 128}, Shape{3, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128},
+        Shape{2, 2, 130}}) {  // 130: not whole 4-value lanes or 128-value chunks
     const int n = sh.n;
     const int64_t rows = sh.rows, dim = sh.dim, flat = n * dim, mix = (2 + n) * n;
     const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
@@ -92,6 +93,13 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
     auto want8 = DeviceVector<float>::Poisoned(rows * dim);
     ASSERT_EQ(kernels::QdqFp8Rows(dnormed.get(), rows, dim, want8.get(), nullptr), 0);
     ExpectClose(dnormed8.ToHost(), want8.ToHost(), 0.0f, "HyperPreFast normed FP8");
+    // Without the fused norm: the collapse alone.
+    auto dcol_only = DeviceVector<float>::Poisoned(rows * dim);
+    ASSERT_EQ(kernels::HyperPreFast({fn.get(), base.get(), scale.get()}, ds.get(), rows, n, dim,
+                                    1e-6f, 1e-6f, 20, dpost.get(), dcomb.get(), dcol_only.get(),
+                                    scratch.get(), nullptr),
+              0);
+    ExpectClose(dcol_only.ToHost(), col, 1e-5f, "HyperPreFast collapsed, no norm");
 
     // The head: n mixing weights, pre only, the final norm fused.
     const HyperHeadWeights hh{Random(n * flat, 0.1f), Random(n), Random(1)};

@@ -229,6 +229,10 @@ class DeviceForwardImpl final : public DeviceForward {
   Status Guard(Status st) {
     if (st.ok()) return st;
     cudaStreamSynchronize(stream_);
+    // An eager step that failed between a fork and its join leaves work on a side stream.
+    for (cudaStream_t side : side_streams_) {
+      if (side) cudaStreamSynchronize(side);
+    }
     fault_ = Internal("device forward stopped: " + st.message());
     faulted_.store(true, std::memory_order_release);  // fault_ is final from here on
     return fault_;
