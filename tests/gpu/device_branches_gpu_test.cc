@@ -1,13 +1,15 @@
 // The device forward's concurrent branches (StepBranches, engine/backend/cuda/device_step.h):
 // the compressors, the indexer and the shared expert on side streams must give the one-stream
 // forward's logits bit for bit — the same kernels on the same inputs, so any difference is a
-// race on a buffer or a missing edge between the streams. Steps of 1, 3 and 6 rows cover the
-// one-row paths and the tensor-core ones up to kGemvMaxRows, as graphs and eagerly.
+// race on a buffer or a missing edge between the streams. Prompt chunks of 4 rows, then decode
+// steps of 1, 3 and 6 rows, cover the one-row paths and the tensor-core ones up to kGemvMaxRows,
+// as graphs and eagerly.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "engine/backend/cuda/device_forward.h"
@@ -17,15 +19,17 @@
 namespace deepinfer {
 namespace {
 
-// Sequence k joins at step kJoin[k]; 100 steps reach past the CSA layers' top-k of compressed
+// Sequence 0 first takes a prompt of kPrompt tokens in chunks of kChunk; then sequence k joins
+// the decode steps at step kJoin[k]; 100 steps reach past the CSA layers' top-k of compressed
 // rows. Returns every step's logits, in order.
-constexpr int kSeqs = 6, kSteps = 100;
+constexpr int kSeqs = 6, kSteps = 100, kPrompt = 16, kChunk = 4;
 const int kJoin[kSeqs] = {0, 30, 30, 60, 60, 60};
 
 std::vector<float> Decode(const Checkpoint& ck, const std::vector<int32_t>& tokens, bool branches,
                           bool graphs) {
   DeviceForwardOptions opt;
   opt.max_batch = 8;
+  opt.max_chunk = kChunk;
   opt.slots = kSeqs;
   opt.max_context = 128;
   opt.branches = branches;
@@ -35,6 +39,14 @@ std::vector<float> Decode(const Checkpoint& ck, const std::vector<int32_t>& toke
   if (!dev.ok()) return {};
   const int64_t V = ck.config.vocab_size;
   std::vector<float> all, logits(kSeqs * V);
+  for (int c = 0; c < kPrompt; c += kChunk) {
+    const std::vector<int32_t> slots(kChunk, 0);
+    const std::span<const int32_t> toks(&tokens[kSeqs * kSteps + c], kChunk);
+    const Status st = (*dev)->Step(slots, toks, logits.data());
+    EXPECT_TRUE(st.ok()) << "chunk at " << c << ": " << st.ToString();
+    if (!st.ok()) return {};
+    all.insert(all.end(), logits.begin(), logits.begin() + kChunk * V);
+  }
   for (int step = 0; step < kSteps; ++step) {
     std::vector<int32_t> slots, toks;
     for (int k = 0; k < kSeqs; ++k) {
@@ -57,7 +69,7 @@ TEST(DeviceBranchesTest, SideStreamsGiveTheOneStreamLogitsBitForBit) {
   auto ck = testing::KernelShapedCheckpoint(dir, seed);
   ASSERT_NE(ck, nullptr);
   std::mt19937 rng(seed);
-  std::vector<int32_t> tokens(kSeqs * kSteps);
+  std::vector<int32_t> tokens(kSeqs * kSteps + kPrompt);  // the decode tokens, then the prompt
   for (auto& t : tokens) t = static_cast<int32_t>(rng() % ck->config.vocab_size);
   const auto serial = Decode(*ck, tokens, /*branches=*/false, /*graphs=*/true);
   const auto graphs = Decode(*ck, tokens, /*branches=*/true, /*graphs=*/true);
