@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_status.h"
+#include "engine/backend/cuda/device_branches.h"
 #include "engine/backend/cuda/device_step.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/step_rows.h"
@@ -17,21 +19,6 @@
 
 namespace deepinfer {
 namespace {
-
-Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Internal(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
-}
-// Launchers return CUDA error codes; the FP8 GEMM also cuBLAS statuses (1000 + status) and its
-// own negative codes (kernels/gemm_fp8.h).
-Status KernelStatus(int e, const char* what) {
-  if (e == 0) return Status::Ok();
-  const std::string why =
-      e >= kernels::kFp8GemmCublasError ? "cuBLAS status " + std::to_string(e - 1000)
-      : e < 0 ? "bad argument, no cuBLASLt context or no algorithm (" + std::to_string(e) + ")"
-              : cudaGetErrorString(static_cast<cudaError_t>(e));
-  return Internal(std::string("CUDA: ") + what + " failed: " + why);
-}
 
 // cuBLAS's workspace for the bf16 products above kGemvMaxRows rows (set, so that graphs capture
 // no allocation).
@@ -46,12 +33,7 @@ class DeviceForwardImpl final : public DeviceForward {
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
     if (host_sample_) cudaFreeHost(host_sample_);
-    for (cudaEvent_t e : events_) {
-      if (e) cudaEventDestroy(e);
-    }
-    for (cudaStream_t side : side_streams_) {
-      if (side) cudaStreamDestroy(side);  // their work always joins stream_, synchronised above
-    }
+    branches_.Synchronize();  // a failed Init may also leave work on a side stream
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -85,7 +67,10 @@ class DeviceForwardImpl final : public DeviceForward {
     DI_RETURN_IF_ERROR(AllocInputs());
     DI_RETURN_IF_ERROR(AllocLayerCaches(plan_, opt_.slots, mem_, &plan_.caches));
     DI_RETURN_IF_ERROR(AllocStepBuffers(plan_, opt_.max_batch, mem_, &plan_.buf));
-    if (opt_.branches && !opt_.cpu_order) DI_RETURN_IF_ERROR(SetUpBranches());
+    // Last of the plan's set-up: the side plans copy it (StepBranches).
+    if (opt_.branches && !opt_.cpu_order) {
+      DI_RETURN_IF_ERROR(branches_.SetUp(&plan_, opt_.max_batch, mem_));
+    }
     DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
     seen_.assign(opt_.slots, 0);
@@ -107,27 +92,6 @@ class DeviceForwardImpl final : public DeviceForward {
       DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
       if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
     }
-    return Status::Ok();
-  }
-
-  // StepBranches: two side streams, the events that fork and join them, and each side's plan
-  // (plan_ with FP8 scratch of its own). Set up last: the side plans copy plan_.
-  Status SetUpBranches() {
-    for (int k = 0; k < 2; ++k) {
-      DI_RETURN_IF_ERROR(CudaStatus(
-          cudaStreamCreateWithFlags(&side_streams_[k], cudaStreamNonBlocking), "side stream"));
-      plan_.branches.streams[k] = side_streams_[k];
-    }
-    for (int k = 0; k < 4; ++k) {
-      DI_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&events_[k], cudaEventDisableTiming),
-                                    "branch event"));
-      plan_.branches.events[k] = events_[k];
-    }
-    for (int k = 0; k < 2; ++k) {
-      side_plans_[k] = plan_;
-      DI_RETURN_IF_ERROR(AllocSideBuffers(plan_, opt_.max_batch, mem_, &side_plans_[k].buf));
-    }
-    for (int k = 0; k < 2; ++k) plan_.branches.plans[k] = &side_plans_[k];
     return Status::Ok();
   }
 
@@ -229,10 +193,7 @@ class DeviceForwardImpl final : public DeviceForward {
   Status Guard(Status st) {
     if (st.ok()) return st;
     cudaStreamSynchronize(stream_);
-    // An eager step that failed between a fork and its join leaves work on a side stream.
-    for (cudaStream_t side : side_streams_) {
-      if (side) cudaStreamSynchronize(side);
-    }
+    branches_.Synchronize();  // an eager step may have failed between a fork and its join
     fault_ = Internal("device forward stopped: " + st.message());
     faulted_.store(true, std::memory_order_release);  // fault_ is final from here on
     return fault_;
@@ -397,10 +358,8 @@ class DeviceForwardImpl final : public DeviceForward {
   DeviceMemory mem_;
   DeviceModel model_;
   StepPlan plan_;
-  StepPlan side_plans_[2];  // StepBranches' plans
-  cudaStream_t side_streams_[2] = {};
-  cudaEvent_t events_[4] = {};
-  StepInputs host_;  // the host copy of the input block, laid out as plan_.in
+  BranchResources branches_;  // what plan_.branches points to (declared after plan_, mem_)
+  StepInputs host_;           // the host copy of the input block, laid out as plan_.in
   void* in_dev_ = nullptr;
   void* host_in_ = nullptr;
   size_t in_bytes_ = 0;
