@@ -49,32 +49,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A warp per 128-wide block of a row of heads * head_dim values, as QdqFp8Kernel; a lane's four
-// values hold two whole pairs, so it rotates those of the trailing rope_dim channels itself.
-__global__ void RopeQdqKernel(const float* x, int64_t rows, RopeArgs rope, float* y, float* y_fp8) {
-  AwaitProducers();
-  const int lane = threadIdx.x & 31;
-  const int64_t dim = int64_t{rope.heads} * rope.head_dim, blocks_per_row = (dim + 127) / 128;
-  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (blk >= rows * blocks_per_row) return;
-  const int64_t row = blk / blocks_per_row, c0 = (blk % blocks_per_row) * 128 + 4 * lane;
-  float v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) v[k] = c0 + k < dim ? x[row * dim + c0 + k] : 0.0f;
-#pragma unroll
-  for (int k = 0; k < 4; k += 2) {
-    const int64_t d = (c0 + k) % rope.head_dim, first = rope.head_dim - rope.rope_dim;
-    if (c0 + k < dim && d >= first) {
-      RotatePair(v[k], v[k + 1], rope.positions[row], static_cast<int>((d - first) / 2), rope);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if (c0 + k < dim) y[row * dim + c0 + k] = v[k];
-  }
-  StoreQdqBlock(v, c0, dim, y_fp8 + row * dim);
-}
-
 __global__ void SwiGluQdqKernel(const float* gate, const float* up, int64_t rows, int64_t width,
                                 float limit, float* out, float* out_fp8) {
   AwaitProducers();
@@ -113,15 +87,6 @@ int RmsNormRopeQdq(const float* x, const float* weight, int64_t rows, int64_t di
   LaunchKernel(NormRopeQdqKernel, static_cast<unsigned>(rows), kThreads, 0,
                static_cast<cudaStream_t>(stream), x, weight, dim, eps, rope ? *rope : RopeArgs{},
                rope != nullptr, y, y_fp8);
-  return static_cast<int>(cudaGetLastError());
-}
-
-int RopeQdq(const float* x, int64_t rows, const RopeArgs& rope, float* y, float* y_fp8,
-            void* stream) {
-  if (!ValidRope(rope) || y_fp8 == nullptr) return static_cast<int>(cudaErrorInvalidValue);
-  if (rows == 0) return 0;
-  LaunchKernel(RopeQdqKernel, WarpBlocks(rows, int64_t{rope.heads} * rope.head_dim), kThreads, 0,
-               static_cast<cudaStream_t>(stream), x, rows, rope, y, y_fp8);
   return static_cast<int>(cudaGetLastError());
 }
 

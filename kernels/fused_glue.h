@@ -29,11 +29,6 @@ struct RopeArgs {
 int RmsNormRopeQdq(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
                    const RopeArgs* rope, float* y, float* y_fp8, void* stream);
 
-/// Rope(x -> y, rows, rope.heads, ...) then QdqFp8Rows(y, rows, heads * head_dim, y_fp8). y may
-/// alias x.
-int RopeQdq(const float* x, int64_t rows, const RopeArgs& rope, float* y, float* y_fp8,
-            void* stream);
-
 /// SwiGlu(gate, up, rows * width, limit, out) then QdqFp8Rows(out, rows, width, out_fp8).
 int SwiGluQdq(const float* gate, const float* up, int64_t rows, int64_t width, float limit,
               float* out, float* out_fp8, void* stream);

@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Block (query, head): the splits' maxima and sums with the sink give the softmax denominator.
 // With RopeQdq the block then applies `rope` (the output's inverse rotation) to the head's
-// trailing channels and writes the row's FP8 round trip to o_fp8, as RopeQdq (kernels/
-// fused_glue.h) would after it: a warp per 128-wide block, four channels a lane.
+// trailing channels and writes the row's FP8 round trip to o_fp8, as Rope and QdqFp8Rows would
+// after it (kernels/rope_qdq.cuh): a warp per 128-wide block, four channels a lane.
 template <bool RopeQdq>
 __global__ void __launch_bounds__(kThreads)
     MqaCombineKernel(const float* __restrict__ partial, int heads, int splits,

@@ -26,9 +26,9 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
 
 /// The same over rows in the reference cache layout, kKvRowBytes each (kernels/kv_row.h; rows
 /// 8-byte aligned): the result is MqaDecode's over the unpacked rows, bit for bit, reading 584
-/// bytes per row instead of 2,048. With out_rope (and o_fp8) the same launch then does what
-/// RopeQdq(o, n_queries, *out_rope, o, o_fp8) (kernels/fused_glue.h) would: out_rope->heads ==
-/// heads, head_dim 512, rope_dim a multiple of 4.
+/// bytes per row instead of 2,048. With out_rope (and o_fp8) the same launch then rotates o as
+/// Rope(o, n_queries, heads, 512, out_rope->rope_dim, ...) (kernels/ops.h) would and writes its
+/// QdqFp8Rows round trip to o_fp8: out_rope->heads == heads, rope_dim a multiple of 4.
 int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                      const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                      const float* sinks, float scale, int64_t max_rows, int max_splits,

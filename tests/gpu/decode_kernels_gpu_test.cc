@@ -20,6 +20,7 @@
 #include "kernels/kv_row.h"
 #include "kernels/mqa_decode.h"
 #include "kernels/norm_fast.h"
+#include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deepinfer {
@@ -263,7 +264,8 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeOnFp8RowsMatchesUnpackedRows) {
                                   ds.get(), 0.044194f, 1152, 8, scratch.get(), got.get(), nullptr),
         0);
     ExpectClose(got.ToHost(), want.ToHost(), 0.0f, row_index ? "indexed" : "gathered");
-    // With the output's inverse rotation and FP8 round trip in the combine: RopeQdq's bits.
+    // With the output's inverse rotation and FP8 round trip in the combine: Rope's and
+    // QdqFp8Rows' bits.
     std::vector<int64_t> positions(nq);
     for (int64_t t = 0; t < nq; ++t) positions[t] = 37 + 1000 * t;
     std::vector<float> inv_freq(32);
@@ -272,14 +274,16 @@ TEST_F(DecodeKernelsGpuTest, MqaDecodeOnFp8RowsMatchesUnpackedRows) {
     DeviceVector<float> dfreq(inv_freq);
     const kernels::RopeArgs rope{heads, dim, 64, dfreq.get(), dpos.get(), true};
     auto want_fp8 = DeviceVector<float>::Poisoned(q.size());
-    ASSERT_EQ(kernels::RopeQdq(got.get(), nq, rope, want.get(), want_fp8.get(), nullptr), 0);
+    ASSERT_EQ(kernels::Rope(got.get(), nq, heads, dim, 64, dfreq.get(), dpos.get(), true, nullptr),
+              0);
+    ASSERT_EQ(kernels::QdqFp8Rows(got.get(), nq, int64_t{heads} * dim, want_fp8.get(), nullptr), 0);
     auto fused = DeviceVector<float>::Poisoned(q.size());
     auto fused_fp8 = DeviceVector<float>::Poisoned(q.size());
     ASSERT_EQ(kernels::MqaDecodeFp8Rows(dq.get(), packed.get(), row_index, doff.get(), nq, heads,
                                         dim, ds.get(), 0.044194f, 1152, 8, scratch.get(),
                                         fused.get(), nullptr, &rope, fused_fp8.get()),
               0);
-    ExpectClose(fused.ToHost(), want.ToHost(), 0.0f, "rotated in the combine");
+    ExpectClose(fused.ToHost(), got.ToHost(), 0.0f, "rotated in the combine");
     ExpectClose(fused_fp8.ToHost(), want_fp8.ToHost(), 0.0f, "FP8 round trip in the combine");
   }
   const kernels::RopeArgs odd{heads, dim, 62, nullptr, nullptr, true};  // not a multiple of 4

@@ -108,33 +108,6 @@ TEST_F(FusedGlueTest, NormAndRopeInPlaceMatchTheSeparateKernels) {
   }
 }
 
-TEST_F(FusedGlueTest, InverseRopeAndFp8RoundTripMatchTheSeparateKernels) {
-  struct Shape {
-    int64_t rows;
-    int heads, head_dim, rope_dim;
-  };
-  for (const Shape& sh : {Shape{1, 64, 512, 64}, Shape{5, 3, 96, 16}, Shape{3, 7, 64, 64}}) {
-    for (bool inverse : {true, false}) {
-      const int64_t dim = int64_t{sh.heads} * sh.head_dim;
-      const auto values = Values(sh.rows * dim, 4.0f);
-      DeviceVector<float> x(values), want(values);
-      DeviceVector<float> inv_freq(InvFreq(sh.rope_dim));
-      DeviceVector<int64_t> pos(Positions(sh.rows));
-      const kernels::RopeArgs rope{sh.heads,       sh.head_dim, sh.rope_dim,
-                                   inv_freq.get(), pos.get(),   inverse};
-      auto q = DeviceVector<float>::Poisoned(sh.rows * dim);
-      auto want_q = DeviceVector<float>::Poisoned(sh.rows * dim);
-      ASSERT_EQ(kernels::RopeQdq(x.get(), sh.rows, rope, x.get(), q.get(), nullptr), 0);
-      ASSERT_EQ(kernels::Rope(want.get(), sh.rows, sh.heads, sh.head_dim, sh.rope_dim,
-                              inv_freq.get(), pos.get(), inverse, nullptr),
-                0);
-      ASSERT_EQ(kernels::QdqFp8Rows(want.get(), sh.rows, dim, want_q.get(), nullptr), 0);
-      ExpectSameBits(x.ToHost(), want.ToHost(), "rotated");
-      ExpectSameBits(q.ToHost(), want_q.ToHost(), "FP8 round trip");
-    }
-  }
-}
-
 TEST_F(FusedGlueTest, SwiGluAndFp8RoundTripMatchTheSeparateKernels) {
   for (int64_t width : {2048, 300}) {
     for (int64_t rows : {1, 9}) {
@@ -166,7 +139,6 @@ TEST_F(FusedGlueTest, ShapesTheKernelsCannotTakeAreRejected) {
       0);  // rope.head_dim != dim
   EXPECT_NE(
       kernels::RmsNormRopeQdq(x.get(), nullptr, 1, 64, 1e-6f, &odd, x.get(), nullptr, nullptr), 0);
-  EXPECT_NE(kernels::RopeQdq(x.get(), 1, rope, x.get(), nullptr, nullptr), 0);  // no FP8 output
   EXPECT_NE(kernels::SwiGluQdq(x.get(), x.get(), 1, 64, 0.0f, x.get(), nullptr, nullptr), 0);
 }
 
