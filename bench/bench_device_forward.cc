@@ -3,15 +3,16 @@
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
 //                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
-//                        [--no-branches]
+//                        [--no-branches] [--folded-experts]
 //                        [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
 // --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
-// overlap. Prints one JSON object per batch and mode: µs per step, tokens/s, the bytes a step reads
-// (dense weights in their formats, the experts uniform routing touches, cache rows and indexer
-// keys) and that against 4.3 TB/s. --prefill C,...: for each chunk size, one sequence's
-// --context prompt tokens in chunks of C (the last row's logits each), timed whole.
+// overlap; --folded-experts: DeviceForwardOptions::folded_experts. Prints one JSON object per
+// batch and mode: µs per step, tokens/s, the bytes a step reads (dense weights in their formats,
+// the experts uniform routing touches, cache rows and indexer keys) and that against 4.3 TB/s.
+// --prefill C,...: for each chunk size, one sequence's --context prompt tokens in chunks of C
+// (the last row's logits each), timed whole.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -85,7 +86,8 @@ std::vector<int> ParseList(const char* s) {
 
 // One sequence's `context` prompt tokens in chunks of each size, the LM head on each chunk's
 // last row only (as the engine asks), timed from the first chunk to the last one's logits.
-int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t context) {
+int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t context,
+            bool folded_experts) {
   const int64_t V = ck.config.vocab_size;
   for (int chunk : chunks) {
     if (chunk < 1) {
@@ -97,6 +99,7 @@ int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t contex
     opt.max_chunk = chunk;
     opt.slots = 1;
     opt.max_context = (context + 127) / 128 * 128;
+    opt.folded_experts = folded_experts;
     auto dev = DeviceForward::Create(ck, opt);
     if (!dev.ok()) {
       std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
@@ -122,9 +125,10 @@ int Prefill(const Checkpoint& ck, const std::vector<int>& chunks, int64_t contex
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     std::printf(
         "{\"mode\": \"prefill\", \"chunk\": %d, \"context\": %lld, \"us_total\": %.0f, "
-        "\"us_per_chunk\": %.1f, \"tokens_per_s\": %.0f, \"device_mib\": %zu}\n",
+        "\"us_per_chunk\": %.1f, \"tokens_per_s\": %.0f, \"device_mib\": %zu, "
+        "\"folded_experts\": %s}\n",
         chunk, static_cast<long long>(context), us, us * chunk / context, context * 1e6 / us,
-        (*dev)->device_bytes() >> 20);
+        (*dev)->device_bytes() >> 20, folded_experts ? "true" : "false");
     std::fflush(stdout);
   }
   return 0;
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
   bool eager = true;
   bool dense_mma = true;
   bool branches = true;
+  bool folded_experts = false;
   bool bad = false;
   std::vector<int> prefill;
   for (int i = 1; i < argc; ++i) {
@@ -155,6 +160,10 @@ int main(int argc, char** argv) {
     }
     if (flag == "--no-branches") {
       branches = false;
+      continue;
+    }
+    if (flag == "--folded-experts") {
+      folded_experts = true;
       continue;
     }
     if (flag == "--no-overlap") {
@@ -190,7 +199,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
                  "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
-                 "[--no-branches] "
+                 "[--no-branches] [--folded-experts] "
                  "[--prefill 128,512]\n");
     return 2;
   }
@@ -200,7 +209,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int64_t V = (*ck)->config.vocab_size;
-  if (!prefill.empty()) return Prefill(**ck, prefill, context);
+  if (!prefill.empty()) return Prefill(**ck, prefill, context, folded_experts);
   for (int batch : batches) {
     for (bool graphs : {true, false}) {
       if (!graphs && !eager) continue;
@@ -211,6 +220,7 @@ int main(int argc, char** argv) {
       opt.graphs = graphs;
       opt.dense_mma = dense_mma;
       opt.branches = branches;
+      opt.folded_experts = folded_experts;
       auto dev = DeviceForward::Create(**ck, opt);
       if (!dev.ok()) {
         std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
@@ -238,12 +248,12 @@ int main(int argc, char** argv) {
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
           "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s, "
-          "\"dense_mma\": %s, \"branches\": %s}\n",
+          "\"dense_mma\": %s, \"branches\": %s, \"folded_experts\": %s}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
           (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context),
           deepinfer::kernels::OverlappedLaunches() ? "true" : "false", dense_mma ? "true" : "false",
-          branches ? "true" : "false");
+          branches ? "true" : "false", folded_experts ? "true" : "false");
       std::fflush(stdout);
     }
   }

@@ -78,8 +78,9 @@ struct Op {
 /// above gemv_max_rows rows when `gemm` is given) or stage 1's CPU-order kernels (bit-exact).
 // Which kernels take the routed experts: the device forward's choice (CUDA cores at one token,
 // tensor cores from two), tensor cores at every batch, or CUDA cores up to 8 rows (the device
-// forward's choice before the tensor-core kernel streamed its weights through shared memory).
-enum class ExpertKernels { kAuto, kTensorCores, kCudaCore };
+// forward's choice before the tensor-core kernel streamed its weights through shared memory), or
+// the folded-scale wgmma GEMM (kernels/expert_fp4_wgmma.h) wherever the tensor cores take them.
+enum class ExpertKernels { kAuto, kTensorCores, kCudaCore, kFolded };
 
 struct StepKernels {
   bool cpu_order = false;

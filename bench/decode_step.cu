@@ -9,6 +9,7 @@
 #include "kernels/compress.h"
 #include "kernels/expert_fp4.h"
 #include "kernels/expert_fp4_limbs.h"
+#include "kernels/expert_fp4_wgmma.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
@@ -402,6 +403,15 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     }
     // FP8 activations (the reference numerics) on tensor cores.
     if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
+    if (k.experts == ExpertKernels::kFolded) {
+      if (const int e = kernels::Fp4ExpertWgmmaPair(l.w1, l.s1, pg, l.w3, l.s3, pu, kMoeInter,
+                                                    kHidden, d_up, n_up, xq, xs, Bp, s, n_live))
+        return e;
+      if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
+      if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
+      return kernels::Fp4ExpertWgmma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
+                                     pairs_padded, py, s, n_live);
+    }
     if (const int e = kernels::Fp4ExpertMmaPair(l.w1, l.s1, pg, l.w3, l.s3, pu, kMoeInter, kHidden,
                                                 d_up, n_up, xq, xs, Bp, s, n_live, expert_window))
       return e;

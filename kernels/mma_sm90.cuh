@@ -24,6 +24,11 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
 }
+/// 4 bytes global -> shared (both 4-byte aligned), through L1.
+__device__ __forceinline__ void CpAsync4(void* smem, const void* global) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(global) : "memory");
+}
 __device__ __forceinline__ void CpAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

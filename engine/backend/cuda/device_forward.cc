@@ -51,6 +51,7 @@ class DeviceForwardImpl final : public DeviceForward {
     DI_RETURN_IF_ERROR(
         CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
     const bool gemm = opt_.max_batch > kGemvMaxRows && !opt_.cpu_order;
+    if (opt_.folded_experts && !opt_.cpu_order) DI_RETURN_IF_ERROR(CheckExpertScalesFold(ck));
     DI_RETURN_IF_ERROR(UploadModel(ck, gemm, mem_, &model_));
     plan_.cfg = &c;
     plan_.model = &model_;
@@ -58,6 +59,7 @@ class DeviceForwardImpl final : public DeviceForward {
     plan_.ring = RingRows(c.sliding_window, opt_.max_chunk);
     plan_.cpu_order = opt_.cpu_order;
     plan_.dense_mma = opt_.dense_mma && !opt_.cpu_order;
+    plan_.folded_experts = opt_.folded_experts && !opt_.cpu_order;
     if (gemm) {
       DI_RETURN_IF_ERROR(KernelStatus(gemm_.Create(), "cuBLASLt context"));
       plan_.gemm = &gemm_;

@@ -36,6 +36,13 @@ struct DeviceForwardOptions {
   // side streams beside the query path and the routed experts (StepBranches in device_step.h):
   // the same kernels and bits, less time where single kernels leave the GPU idle. Off: one stream.
   bool branches = true;
+  // Steps whose routed experts average 64 tokens or more (ExpertMmaWindow 8: prompt chunks of
+  // ~2,700 tokens at 256 experts, top-6) take the folded-scale wgmma GEMM (kernels/
+  // expert_fp4_wgmma.h): 2.8x faster experts at 8K-token chunks (bench/RESULTS-gpu.md), their
+  // sums within ~1e-3 of the products' magnitudes instead of fp32 rounding (the tensor cores'
+  // FP8 accumulator), so a token's expert sums then depend on its step's size. Create fails
+  // unless every expert's scales fold. Off: mma.sync at every size, batch-invariant fp32 sums.
+  bool folded_experts = false;
   int device = 0;
 };
 

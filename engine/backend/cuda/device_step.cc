@@ -11,6 +11,7 @@
 #include "engine/backend/cuda/device_dense.h"
 #include "kernels/dot_cpu_order.h"
 #include "kernels/expert_fp4_limbs.h"
+#include "kernels/expert_fp4_wgmma.h"
 #include "kernels/forward_glue.h"
 #include "kernels/fused_glue.h"
 #include "kernels/linear_fp8.h"
@@ -117,11 +118,24 @@ int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, 
   const int64_t rows_padded = kernels::Fp8GemmPaddedRows(rows);
   const int expert_window = kernels::ExpertMmaWindow(pairs, c.n_routed_experts);
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.x, rows, d, b.act8, b.act8_scale, s));
-  DI_CUDA_TRY(kernels::Fp4ExpertMmaPair(L.w1, L.s1, b.pair_g, L.w3, L.s3, b.pair_u, inter, d, b.up,
-                                        capacity, b.act8, b.act8_scale, rows_padded, s, b.n_live,
-                                        expert_window));
+  // The folded GEMM's tiles of 128 rows x 64 tokens pay off where experts average 64 tokens
+  // (window 8); at decode sizes it is 1.4-2.7x slower than mma.sync (bench/RESULTS-gpu.md).
+  const bool folded = p.folded_experts && expert_window == kernels::kFoldedWindowGroups;
+  if (folded) {
+    DI_CUDA_TRY(kernels::Fp4ExpertWgmmaPair(L.w1, L.s1, b.pair_g, L.w3, L.s3, b.pair_u, inter, d,
+                                            b.up, capacity, b.act8, b.act8_scale, rows_padded, s,
+                                            b.n_live));
+  } else {
+    DI_CUDA_TRY(kernels::Fp4ExpertMmaPair(L.w1, L.s1, b.pair_g, L.w3, L.s3, b.pair_u, inter, d,
+                                          b.up, capacity, b.act8, b.act8_scale, rows_padded, s,
+                                          b.n_live, expert_window));
+  }
   DI_CUDA_TRY(kernels::SwiGlu(b.pair_g, b.pair_u, pairs * inter, limit, b.pair_act, s));
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.pair_act, pairs, inter, b.pair8, b.pair8_scale, s));
+  if (folded) {
+    return kernels::Fp4ExpertWgmma(L.w2, L.s2, d, inter, b.down, capacity, b.pair8, b.pair8_scale,
+                                   kernels::Fp8GemmPaddedRows(pairs), b.pair_out, s, b.n_live);
+  }
   return kernels::Fp4ExpertMma(L.w2, L.s2, d, inter, b.down, capacity, b.pair8, b.pair8_scale,
                                kernels::Fp8GemmPaddedRows(pairs), b.pair_out, s, b.n_live,
                                expert_window);

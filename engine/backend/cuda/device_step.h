@@ -99,6 +99,7 @@ struct StepPlan {
   int ring = 0;                             // ring rows per slot: window + max_chunk - 1 (RingRows)
   bool cpu_order = false;                   // kernels that sum in the CPU's order (bit-exact, slow)
   bool dense_mma = true;                    // DeviceForwardOptions::dense_mma
+  bool folded_experts = false;              // DeviceForwardOptions::folded_experts
   kernels::Fp8GemmContext* gemm = nullptr;  // set when a bucket exceeds kGemvMaxRows
   kernels::Bf16GemmContext* bf16 = nullptr;  // set with gemm: bf16 products above it
   StepBranches branches;

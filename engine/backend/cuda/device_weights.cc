@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/model/rope.h"
+#include "kernels/fp4_e4m3.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/kv_row.h"
 
@@ -247,6 +248,24 @@ Status UploadModel(const Checkpoint& ck, bool gemm_scales, DeviceMemory& mem, De
     return Internal(std::string("device forward: weight upload: ") + cudaGetErrorString(e));
   }
   *out = std::move(m);
+  return Status::Ok();
+}
+
+Status CheckExpertScalesFold(const Checkpoint& ck) {
+  for (size_t l = 0; l < ck.weights.layers.size(); ++l) {
+    const MoeWeights& f = ck.weights.layers[l].ffn;
+    for (size_t e = 0; e < f.experts.size(); ++e) {
+      for (const LinearWeight* w : {&f.experts[e].w1, &f.experts[e].w3, &f.experts[e].w2}) {
+        if (w->format != WeightFormat::kFp4Block || w->in % 128 != 0 ||
+            !kernels::ScalesFold(w->scale, w->out, w->in)) {
+          return InvalidArgument("folded experts: " + w->name + " (layer " + std::to_string(l) +
+                                 ", expert " + std::to_string(e) +
+                                 ") has a 128-column block whose four scales span more than 12 "
+                                 "binades (or is not MXFP4 with in % 128 == 0)");
+        }
+      }
+    }
+  }
   return Status::Ok();
 }
 

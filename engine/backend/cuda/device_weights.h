@@ -90,4 +90,9 @@ struct DeviceModel {
 Status UploadModel(const Checkpoint& checkpoint, bool gemm_scales, DeviceMemory& memory,
                    DeviceModel* model);
 
+/// Whether every routed expert matrix's MXFP4 scales fold (kernels/fp4_e4m3.h's ScalesFold), as
+/// the folded expert GEMM (kernels/expert_fp4_wgmma.h) requires; the error names the first that
+/// does not.
+Status CheckExpertScalesFold(const Checkpoint& checkpoint);
+
 }  // namespace deepinfer
