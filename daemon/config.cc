@@ -60,6 +60,11 @@ Status Finish(DaemonConfig& c) {
           "on the GPU, forward layers");
     }
   }
+  if (c.folded_experts && (c.device != "cuda" || c.forward != "slots")) {
+    return InvalidArgument(
+        "folded_experts: a kernel of the device forward (device cuda, forward "
+        "slots)");
+  }
   if (c.tokenizer_dir == kTokenizerUnset) {
     c.tokenizer_dir = IsFile(c.model_dir + "/tokenizer.json") ? c.model_dir : "";
   } else if (!c.tokenizer_dir.empty() && !IsFile(c.tokenizer_dir + "/tokenizer.json")) {

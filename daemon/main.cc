@@ -73,6 +73,7 @@ int Run(int argc, char** argv) {
       o.max_chunk = chunk;
       o.slots = static_cast<int>(cfg.batch_requests);
       o.max_context = cfg.slot_context;
+      o.folded_experts = cfg.folded_experts;
       auto dev = DeviceForward::Create(**ck, o);
       if (!dev.ok()) {  // e.g. a model the production kernels do not take: stage 1 may
         return fail(Status(dev.status().code(), dev.status().message() +

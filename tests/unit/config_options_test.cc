@@ -69,6 +69,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "forward",
                                           "slot_context",
                                           "park_slots",
+                                          "folded_experts",
                                           "overlap",
                                           "watchdog",
                                           "log_level"};

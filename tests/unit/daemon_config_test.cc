@@ -151,7 +151,9 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "--slot-context",
                   "8192",
                   "--park-slots",
-                  "off"});
+                  "off",
+                  "--folded-experts",
+                  "on"});
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->socket_path, "/tmp/x.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -179,6 +181,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->forward, "slots");
   EXPECT_EQ(c->slot_context, 8192u);
   EXPECT_FALSE(c->park_slots);
+  EXPECT_TRUE(c->folded_experts);
   // Every option but two differs from its default, so the test covers the whole table: the
   // tokenizer, and cache_memory_bytes, which the slot path refuses (parsed just below).
   EXPECT_EQ(ChangedKeys(*c, DaemonConfig()).size() + 2, DaemonOptions().size());
@@ -267,6 +270,18 @@ TEST_F(DaemonConfigTest, CudaDefaultsToTheDeviceForward) {
   ASSERT_TRUE(c.ok()) << Error(c);
   EXPECT_EQ(c->forward, "layers");
   EXPECT_EQ(c->prefix_cache_bytes, 256ull << 20);
+  // folded_experts is a kernel of the device forward: refused anywhere else.
+  c = Parse({"--model", model_, "--device", "cuda", "--folded-experts", "on"});
+  ASSERT_TRUE(c.ok()) << Error(c);
+  EXPECT_TRUE(c->folded_experts);
+  for (const auto& other : {std::vector<std::string>{"--device", "cuda", "--forward", "layers"},
+                            std::vector<std::string>{"--forward", "slots"}}) {
+    std::vector<std::string> args = {"--model", model_, "--folded-experts", "on"};
+    args.insert(args.end(), other.begin(), other.end());
+    c = Parse(args);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(Error(c).find("folded_experts"), std::string::npos) << Error(c);
+  }
 }
 
 TEST_F(DaemonConfigTest, FlagErrors) {
