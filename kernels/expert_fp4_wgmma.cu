@@ -17,8 +17,9 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kThreads = 256;  // two warpgroups, 64 output rows each
-constexpr int kTileRows = 128;
+constexpr int kWarpgroups = 2;  // each 64 output rows of the block's tile
+constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kTileRows = 64 * kWarpgroups;
 constexpr int kSlots = 8 * kFoldedWindowGroups;  // token slots: the wgmma's N
 constexpr int kMaxShift = 12;                    // FoldScales' bound
 constexpr int kMaxGridY = 65535;
@@ -80,14 +81,19 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   const int64_t src_row = o0 + conv_row < out ? o0 + conv_row : out - 1;
   const uint4* w_src = reinterpret_cast<const uint4*>(w + src_row * (in / 2)) + 2 * half;
   const uint32_t* s_src = reinterpret_cast<const uint32_t*>(s + src_row * (in / 32));
-  // Stager: chunks tid and tid + 256 of the slice's 64 slots x 8 16-byte chunks; a slot past its
+  // Stager: chunks tid + i kThreads of the slice's 64 slots x 8 16-byte chunks; a slot past its
   // group's rows (or past the run) reads a row it has, and its sums are never written.
   auto slot_row = [&](int slot) -> int64_t {
     const ExpertGroup& grp = run[(slot >> 3) < n ? (slot >> 3) : 0];
     const int r = slot & 7;
     return r < grp.rows ? grp.x_row[r] : grp.x_row[0];
   };
-  const int64_t stage_row0 = slot_row(tid >> 3), stage_row1 = slot_row((tid + 256) >> 3);
+  constexpr int kChunksEach = kSlots * 8 / kThreads;
+  int32_t stage_rows[kChunksEach];
+#pragma unroll
+  for (int i = 0; i < kChunksEach; ++i) {
+    stage_rows[i] = static_cast<int32_t>(slot_row((tid + i * kThreads) >> 3));
+  }
   const int64_t scale_row = tid < kSlots ? slot_row(tid) : 0;
 
   // Slice `stage` into ring slot stage % kRing as one commit group (an empty group past the
@@ -96,8 +102,11 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
     if (stage < stages) {
       const int slot = static_cast<int>(stage % kRing);
       const int64_t col = 128 * stage + 16 * (tid & 7);
-      CpAsync16(sm.b[slot] + SwizzledChunk(tid >> 3, tid & 7), xq + stage_row0 * in + col);
-      CpAsync16(sm.b[slot] + SwizzledChunk((tid + 256) >> 3, tid & 7), xq + stage_row1 * in + col);
+#pragma unroll
+      for (int i = 0; i < kChunksEach; ++i) {
+        CpAsync16(sm.b[slot] + SwizzledChunk((tid + i * kThreads) >> 3, tid & 7),
+                  xq + stage_rows[i] * in + col);
+      }
       uint8_t* raw = sm.raw[slot] + conv_row * 64 + 32 * half;
       CpAsync16(raw, w_src + 4 * stage);
       CpAsync16(raw + 16, w_src + 4 * stage + 1);
@@ -189,7 +198,7 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 2 / kWarpgroups * 2)
     Fp4ExpertWgmmaKernel(WgmmaMats mats, int64_t out, int64_t in,
                          const ExpertGroup* __restrict__ groups, int n_groups, int first,
                          const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
