@@ -20,24 +20,24 @@ namespace {
 constexpr int kWarpgroups = 2;  // each 64 output rows of the block's tile
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kTileRows = 64 * kWarpgroups;
+static_assert(kTileRows == 128, "the copier takes rows r and r + 64");
 constexpr int kSlots = 8 * kFoldedWindowGroups;  // token slots: the wgmma's N
 constexpr int kMaxShift = 12;                    // FoldScales' bound
 constexpr int kMaxGridY = 65535;
 
-// Shared memory of a block. A ring of kRing 128-column slices in flight (cp.async): the raw e2m1
-// weights [128 rows][64 bytes], each converter's copy of its row's four e8m0 scales, the slots'
-// activation scales and activations [64 slots][128] (128-byte swizzled, the wgmma's B). Two
-// converted slices: e4m3 weights [128 rows][128] (swizzled, the wgmma's A), each row's folded
-// scale and each slot's activation scale. The magnitude tables of every shift; the window.
+// Shared memory of a block: a ring of kRing 128-column slices in flight (cp.async), each the
+// raw e2m1 weights [128 rows][64 bytes, padded to kRawStride so that a warp's reads of eight rows
+// fall in distinct banks], their rows' four e8m0 scales, the slots' activation scales and
+// activations [64 slots][128] (128-byte swizzled, the wgmma's B); the magnitude tables of every
+// shift; the window. The converted weights never touch shared memory: each thread turns its own
+// A fragments into e4m3 in registers.
 constexpr int kRing = 4;
+constexpr int kRawStride = 80;
 struct alignas(1024) Smem {
   uint8_t b[kRing][kSlots * 128];
-  uint8_t a[2][kTileRows * 128];
-  uint8_t raw[kRing][kTileRows * 64];
-  uint32_t raw_scale[kRing][kThreads];
-  float raw_x_scale[kRing][kSlots];
-  float w_scale[2][kTileRows];
-  float x_scale[2][kSlots];
+  uint8_t raw[kRing][kTileRows * kRawStride];
+  uint32_t raw_scale[kRing][kTileRows];
+  float x_scale[kRing][kSlots];
   uint2 table[kMaxShift + 1];
   ExpertGroup window[kFoldedWindowGroups];
 };
@@ -49,17 +49,18 @@ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t select
   return d;
 }
 
-// Eight e2m1 weights (one word, weight 0 in the lowest nibble) as eight e4m3 bytes in column
-// order, each 2^(shift - 6) times its weight: the magnitude from the shift's table (one byte
-// permute per four weights) and the sign replicated out of the nibble's top bit by a second
-// permute (its selector's bit 3), masked to bit 7.
-__device__ __forceinline__ uint2 ShiftedE4m3(uint32_t w, uint2 table) {
-  const uint32_t up = w << 4;  // nibbles 0, 2, 4, 6's sign bits at their bytes' bit 7
-  const uint32_t lo = Prmt(table.x, table.y, w & 0x7777u);
-  const uint32_t hi = Prmt(table.x, table.y, (w >> 16) & 0x7777u);
-  const uint32_t sign_lo = Prmt(up, w, 0xd9c8u);
-  const uint32_t sign_hi = Prmt(up, w, 0xfbeau);
-  return make_uint2(lo | (sign_lo & 0x80808080u), hi | (sign_hi & 0x80808080u));
+// Four e2m1 weights (the low 16 bits of x, weight 0 in the lowest nibble) as four e4m3 bytes in
+// column order, each 2^(shift - 6) times its weight: the magnitudes from the shift's table (one
+// byte permute) and the signs replicated out of the nibbles' top bits by a second permute (its
+// selector's bit 3), masked to bit 7.
+__device__ __forceinline__ uint32_t ShiftedE4m3x4(uint32_t x, uint2 table) {
+  const uint32_t magnitude = Prmt(table.x, table.y, x & 0x7777u);
+  const uint32_t sign = Prmt(x << 4, x, 0xd9c8u);
+  return magnitude | (sign & 0x80808080u);
+}
+
+__device__ __forceinline__ uint32_t MinByte(uint32_t w) {
+  return min(min(w & 0xff, (w >> 8) & 0xff), min((w >> 16) & 0xff, w >> 24));
 }
 
 struct WgmmaMats {
@@ -76,11 +77,12 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
   const int64_t stages = in / 128;
-  // Converter: row `conv_row` of the tile, 64 of its 128 columns (32 bytes of e2m1).
-  const int conv_row = tid >> 1, half = tid & 1;
-  const int64_t src_row = o0 + conv_row < out ? o0 + conv_row : out - 1;
-  const uint4* w_src = reinterpret_cast<const uint4*>(w + src_row * (in / 2)) + 2 * half;
-  const uint32_t* s_src = reinterpret_cast<const uint32_t*>(s + src_row * (in / 32));
+  // Copier: 16-byte pieces (tid & 3) of tile rows tid / 4 and tid / 4 + 64, and row tid's scales.
+  auto weight_row = [&](int r) { return o0 + r < out ? o0 + r : out - 1; };
+  const int piece = tid & 3, copy_row = tid >> 2;
+  const uint8_t* w_src0 = w + weight_row(copy_row) * (in / 2) + 16 * piece;
+  const uint8_t* w_src1 = w + weight_row(copy_row + 64) * (in / 2) + 16 * piece;
+  const uint8_t* s_src = s + weight_row(tid & (kTileRows - 1)) * (in / 32);
   // Stager: chunks tid + i kThreads of the slice's 64 slots x 8 16-byte chunks; a slot past its
   // group's rows (or past the run) reads a row it has, and its sums are never written.
   auto slot_row = [&](int slot) -> int64_t {
@@ -97,7 +99,7 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   const int64_t scale_row = tid < kSlots ? slot_row(tid) : 0;
 
   // Slice `stage` into ring slot stage % kRing as one commit group (an empty group past the
-  // last slice keeps the count of pending groups fixed). Each thread copies what it converts.
+  // last slice keeps the count of pending groups fixed).
   auto fetch = [&](int64_t stage) {
     if (stage < stages) {
       const int slot = static_cast<int>(stage % kRing);
@@ -107,83 +109,72 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
         CpAsync16(sm.b[slot] + SwizzledChunk((tid + i * kThreads) >> 3, tid & 7),
                   xq + stage_rows[i] * in + col);
       }
-      uint8_t* raw = sm.raw[slot] + conv_row * 64 + 32 * half;
-      CpAsync16(raw, w_src + 4 * stage);
-      CpAsync16(raw + 16, w_src + 4 * stage + 1);
-      CpAsync4(&sm.raw_scale[slot][tid], s_src + stage);
-      if (tid < kSlots) CpAsync4(&sm.raw_x_scale[slot][tid], x_scale + stage * x_rows + scale_row);
+      CpAsync16(sm.raw[slot] + copy_row * kRawStride + 16 * piece, w_src0 + 64 * stage);
+      CpAsync16(sm.raw[slot] + (copy_row + 64) * kRawStride + 16 * piece, w_src1 + 64 * stage);
+      if (tid < kTileRows) CpAsync4(&sm.raw_scale[slot][tid], s_src + 4 * stage);
+      if (tid < kSlots) CpAsync4(&sm.x_scale[slot][tid], x_scale + stage * x_rows + scale_row);
     }
     CpAsyncCommit();
-  };
-  auto convert = [&](int64_t stage) {  // this thread's part of a landed slice into a[stage & 1]
-    const int slot = static_cast<int>(stage % kRing), buf = static_cast<int>(stage & 1);
-    const uint32_t sc = sm.raw_scale[slot][tid];
-    const uint32_t base = min(min(sc & 0xff, (sc >> 8) & 0xff), min((sc >> 16) & 0xff, sc >> 24));
-    const uint4* raw = reinterpret_cast<const uint4*>(sm.raw[slot] + conv_row * 64 + 32 * half);
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {  // 32-weight blocks 2 half + q of the slice
-      const uint32_t shift =
-          min(((sc >> (8 * (2 * half + q))) & 0xff) - base, static_cast<uint32_t>(kMaxShift));
-      const uint2 table = sm.table[shift];
-      const uint4 v = raw[q];
-      const uint2 c0 = ShiftedE4m3(v.x, table), c1 = ShiftedE4m3(v.y, table);
-      const uint2 c2 = ShiftedE4m3(v.z, table), c3 = ShiftedE4m3(v.w, table);
-      const int chunk = 2 * (2 * half + q);
-      *reinterpret_cast<uint4*>(sm.a[buf] + SwizzledChunk(conv_row, chunk)) =
-          make_uint4(c0.x, c0.y, c1.x, c1.y);
-      *reinterpret_cast<uint4*>(sm.a[buf] + SwizzledChunk(conv_row, chunk + 1)) =
-          make_uint4(c2.x, c2.y, c3.x, c3.y);
-    }
-    // e2m1 in e4m3 is 2^-6 times its value: the 64 goes into the folded scale (powers of two).
-    if (half == 0) sm.w_scale[buf][conv_row] = E8M0(base) * 64.0f;
-    if (tid < kSlots) sm.x_scale[buf][tid] = sm.raw_x_scale[slot][tid];
   };
 
   __syncthreads();  // the previous run is done with every buffer
   for (int i = 0; i < kRing - 1; ++i) fetch(i);
-  CpAsyncWait<kRing - 2>();  // slice 0 (this thread's copies)
-  convert(0);
   float acc[32], part[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = part[i] = 0.0f;
-  const int row_a = wg * 64 + warp * 16 + g;  // this thread's accumulator rows: row_a, row_a + 8
+  // This thread's accumulator rows, which are also the rows of its A fragments: row_a, row_a + 8.
+  const int row_a = wg * 64 + warp * 16 + g;
+  const int half = 16 * (t & 1);  // the fragment's four weights: bits [half, half + 16) of a word
   for (int64_t stage = 0; stage < stages; ++stage) {
-    const int buf = static_cast<int>(stage & 1), slot = static_cast<int>(stage % kRing);
-    fetch(stage + kRing - 1);
+    const int slot = static_cast<int>(stage % kRing);
+    CpAsyncWait<kRing - 2>();  // slice `stage` (this thread's copies)
     FenceSharedForAsyncProxy();
-    __syncthreads();  // slice `stage` converted and staged by every thread
+    __syncthreads();  // every thread's copies landed; everyone is done with slice stage - 1
+    fetch(stage + kRing - 1);  // into the slot of slice stage - 1
+    const uint32_t sc_lo = sm.raw_scale[slot][row_a], sc_hi = sm.raw_scale[slot][row_a + 8];
+    const uint32_t base_lo = MinByte(sc_lo), base_hi = MinByte(sc_hi);
+    const uint8_t* raw_lo = sm.raw[slot] + row_a * kRawStride + 4 * (t >> 1);
+    const uint8_t* raw_hi = raw_lo + 8 * kRawStride;
     // The four 32-column steps accumulate in the tensor cores, which keep ~14 significant bits
     // (DeepSeek-V3's measurement; the folded shifts put the steps' magnitudes up to 2^12 apart),
     // then the slice is scaled into the fp32 totals: DeepGEMM's promotion every 128 columns.
-    // Measured on the H200: within 9.1e-4 of the products' magnitudes (the mma.sync kernel:
-    // 1e-5); exact where each slice's sum fits the accumulator. A fresh accumulator per step
-    // (scale-d 0, four waits a slice) halved the error and cost 30 % of the speed.
-    WgmmaFence();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) PinAccumulator(part[i]);
+    // Step k's fragment (rows row_a and row_a + 8; columns 4t .. 4t + 3 and 16 + 4t .. 19 + 4t
+    // of 32-weight block k) is converted while step k - 1 runs, into registers of its own.
+    uint32_t a[4][4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      WgmmaE4m3M64N64K32(part, SwizzledDesc(sm.a[buf] + wg * 64 * 128 + 32 * k),
-                         SwizzledDesc(sm.b[slot] + 32 * k), k);
+      const uint2 t_lo = sm.table[min(((sc_lo >> (8 * k)) & 0xff) - base_lo, 12u)];
+      const uint2 t_hi = sm.table[min(((sc_hi >> (8 * k)) & 0xff) - base_hi, 12u)];
+      const uint32_t* blk_lo = reinterpret_cast<const uint32_t*>(raw_lo + 16 * k);
+      const uint32_t* blk_hi = reinterpret_cast<const uint32_t*>(raw_hi + 16 * k);
+      a[k][0] = ShiftedE4m3x4(blk_lo[0] >> half, t_lo);
+      a[k][1] = ShiftedE4m3x4(blk_hi[0] >> half, t_hi);
+      a[k][2] = ShiftedE4m3x4(blk_lo[2] >> half, t_lo);
+      a[k][3] = ShiftedE4m3x4(blk_hi[2] >> half, t_hi);
+      WgmmaFence();
+#pragma unroll
+      for (int i = 0; i < 32; ++i) PinAccumulator(part[i]);
+      WgmmaE4m3M64N64K32Rs(part, a[k], SwizzledDesc(sm.b[slot] + 32 * k), k);
     }
     WgmmaCommit();
-    if (stage + 1 < stages) {    // overlaps the tensor cores' work
-      CpAsyncWait<kRing - 2>();  // slice stage + 1 (this thread's copies)
-      convert(stage + 1);
-    }
     WgmmaWaitAll();
 #pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) PinOperand(a[k][i]);  // live until the mma has read them
+    }
+#pragma unroll
     for (int i = 0; i < 32; ++i) PinAccumulator(part[i]);
-    const float ws_lo = sm.w_scale[buf][row_a], ws_hi = sm.w_scale[buf][row_a + 8];
+    // e2m1 in e4m3 is 2^-6 times its value: the 64 goes into the folded scale (powers of two).
+    const float ws_lo = E8M0(base_lo) * 64.0f, ws_hi = E8M0(base_hi) * 64.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {  // scales are powers of two: each scaled sum is exact
-      const float xs0 = sm.x_scale[buf][8 * j + 2 * t], xs1 = sm.x_scale[buf][8 * j + 2 * t + 1];
+      const float xs0 = sm.x_scale[slot][8 * j + 2 * t], xs1 = sm.x_scale[slot][8 * j + 2 * t + 1];
       acc[4 * j + 0] += part[4 * j + 0] * (ws_lo * xs0);
       acc[4 * j + 1] += part[4 * j + 1] * (ws_lo * xs1);
       acc[4 * j + 2] += part[4 * j + 2] * (ws_hi * xs0);
       acc[4 * j + 3] += part[4 * j + 3] * (ws_hi * xs1);
     }
-    __syncthreads();  // every warpgroup is done with buffer `buf` before it is refilled
   }
 #pragma unroll
   for (int j = 0; j < 8; ++j) {

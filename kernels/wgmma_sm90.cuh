@@ -58,4 +58,26 @@ __device__ __forceinline__ void WgmmaE4m3M64N64K32(float (&d)[32], uint64_t a, u
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+/// As WgmmaE4m3M64N64K32 with A from registers: a[0..3] of warp w's lane hold A's e4m3 bytes
+/// (rows 16 w + lane / 4 and 16 w + lane / 4 + 8, columns 4 (lane % 4) .. + 3 and 16 + 4 (lane %
+/// 4) .. + 3, as mma.sync's m16n8k32 fragment). They must stay unchanged until the mma is waited
+/// for (PinOperand after the wait keeps the compiler from reusing them).
+__device__ __forceinline__ void WgmmaE4m3M64N64K32Rs(float (&d)[32], const uint32_t (&a)[4],
+                                                     uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, "
+      "%9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, "
+      "%27, %28, %29, %30, %31}, {%32, %33, %34, %35}, "
+      "%36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+/// Keeps an mma's register operand alive (and unmoved) up to this point.
+__device__ __forceinline__ void PinOperand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
 }  // namespace deepinfer::kernels
