@@ -1,8 +1,8 @@
 // The folded MXFP4 expert GEMM on wgmma (kernels/expert_fp4_wgmma.h). A block of two warpgroups
 // owns 128 output rows of one matrix and a window of 8 groups; for each run of one expert in the
-// window it walks the columns 128 at a time, software-pipelined: while the tensor cores multiply
-// slice s, the threads convert slice s + 1's weights into the other shared-memory buffer and its
-// activations arrive by cp.async.
+// window it walks the columns 128 at a time: raw weights, scales and activations arrive by
+// cp.async three slices ahead, and each thread converts its own A fragments into registers, one
+// 32-column step while the tensor cores take the step before.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The routed experts at prefill sizes on Hopper's warpgroup tensor cores (wgmma): MXFP4 weights
 // whose four e8m0 scales in each 128-wide block fold into the operand (kernels/fp4_e4m3.h,
-// docs/gpu.md "Expert GEMM"), converted to e4m3 in shared memory once per tile of 128 output
-// rows and 128 columns, against FP8 activations of up to 64 tokens. Device pointers; `stream` is
+// docs/gpu.md "Expert GEMM"), converted to e4m3 in the wgmma's register fragments once per tile
+// of 128 output rows, against FP8 activations of up to 64 tokens. Device pointers; `stream` is
 // a cudaStream_t as void*; returns the CUDA error code (0 on success).
 #pragma once
 
