@@ -88,7 +88,7 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   auto slot_row = [&](int slot) -> int64_t {
     const ExpertGroup& grp = run[(slot >> 3) < n ? (slot >> 3) : 0];
     const int r = slot & 7;
-    return r < grp.rows ? grp.x_row[r] : grp.x_row[0];
+    return r < grp.rows ? grp.x_row[r] : (grp.rows > 0 ? grp.x_row[0] : 0);
   };
   constexpr int kChunksEach = kSlots * 8 / kThreads;
   int32_t stage_rows[kChunksEach];
@@ -151,6 +151,8 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
       a[k][1] = ShiftedE4m3x4(blk_hi[0] >> half, t_hi);
       a[k][2] = ShiftedE4m3x4(blk_lo[2] >> half, t_lo);
       a[k][3] = ShiftedE4m3x4(blk_hi[2] >> half, t_hi);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) PinOperand(a[k][i]);  // written before the fence orders them
       WgmmaFence();
 #pragma unroll
       for (int i = 0; i < 32; ++i) PinAccumulator(part[i]);

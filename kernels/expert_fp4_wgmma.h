@@ -19,11 +19,13 @@ constexpr int kFoldedWindowGroups = 8;
 /// expert in it share the weight tile), for matrices whose scales fold: every 128-wide block of
 /// every row of scales[e] has its four exponents within 12 of each other (ScalesFold, checked by
 /// the caller when the weights load; a block that does not fold gives wrong sums, not a fault).
-/// Each 128-column slice's products are exact and summed by the tensor cores, then scaled once by
-/// the weight's folded scale and the activation's scale into an fp32 total, as DeepGEMM promotes
-/// its FP8 sums: the same products as Fp4ExpertMma, in another order of fp32 sums. A token's sums
-/// do not depend on the tokens it shares a block with. in % 128 == 0, x_rows % 4 == 0; xq and
-/// weights[e] 16-byte aligned, scales[e] 4-byte aligned. live_groups as for Fp4ExpertGemv.
+/// Each 128-column slice's products are exact and summed by the tensor cores in their FP8
+/// accumulator (~14 significant bits: within ~1e-3 of the products' magnitudes, not fp32
+/// rounding; exact where a slice's sum fits it), then scaled once by the weight's folded scale
+/// and the activation's scale into an fp32 total, as DeepGEMM promotes its FP8 sums. A token's
+/// sums do not depend on the tokens it shares a block with. A group of 0 rows writes nothing. in %
+/// 128 == 0, x_rows % 4 == 0; xq and weights[e] 16-byte aligned, scales[e] 4-byte aligned.
+/// live_groups as for Fp4ExpertGemv.
 int Fp4ExpertWgmma(const uint8_t* const* weights, const uint8_t* const* scales, int64_t out,
                    int64_t in, const ExpertGroup* groups, int n_groups, const uint8_t* xq,
                    const float* x_scale, int64_t x_rows, float* y, void* stream,

@@ -38,7 +38,8 @@ DI_FP4_HOST_DEVICE uint32_t ShiftE4m3(uint32_t x, uint32_t shift) {
 
 /// The fold of four consecutive e8m0 scales (one 128-wide block of a row): *base their smallest
 /// exponent and shifts[j] = scale[j] - *base. False when the four cannot fold exactly (a spread
-/// above 12, or a NaN scale 0xff).
+/// above 12, or a NaN scale 0xff), or when the base exceeds 248: the folded kernel scales by
+/// 2^(base - 127) * 64, which must stay finite in fp32.
 DI_FP4_HOST_DEVICE bool FoldScales(const uint8_t* scale4, uint8_t* base, uint8_t* shifts) {
   uint8_t lo = scale4[0], hi = scale4[0];
   for (int j = 1; j < 4; ++j) {
@@ -47,7 +48,7 @@ DI_FP4_HOST_DEVICE bool FoldScales(const uint8_t* scale4, uint8_t* base, uint8_t
   }
   *base = lo;
   for (int j = 0; j < 4; ++j) shifts[j] = static_cast<uint8_t>(scale4[j] - lo);
-  return hi != 0xff && hi - lo <= 12;
+  return hi != 0xff && hi - lo <= 12 && lo <= 248;
 }
 
 /// Whether every 128-wide block of an MXFP4 matrix's e8m0 scales [out, in / 32] folds

@@ -43,9 +43,10 @@ class ExpertFp4WgmmaGpuTest : public testing::DeviceTest {
     const uint8_t* const* dw = nullptr;
     const uint8_t* const* ds = nullptr;
   };
-  // exact: each 128-column block of a row has one live 32-weight block (the others zero or
-  // negative zero) at a random shift of up to 12 over the row's base exponent, which every block
-  // of the row shares: each slice's sum then fits the tensor cores' accumulator exactly.
+  // exact: each 128-column block of a row has either all four 32-weight blocks live at the
+  // row's base exponent, or one live block (the others zero or negative zero) at a random shift
+  // of up to 12 over it; every block of the row shares the base. Each slice's sum then fits the
+  // tensor cores' accumulator exactly (at most 128 products of at most 24 units: 12 bits).
   Experts MakeExperts(int count, int64_t out, int64_t in, bool exact = false) {
     Experts e;
     std::vector<const uint8_t*> dw, ds;
@@ -57,6 +58,10 @@ class ExpertFp4WgmmaGpuTest : public testing::DeviceTest {
       for (size_t b = 0; b < s.size(); b += 4) {
         if (exact) {
           const int lo = 112 + static_cast<int>((b / (in / 32)) % 8);  // the row's base
+          if (rng_() % 2 == 0) {  // all four blocks live at the base: the steps' chain is exact
+            std::fill_n(&s[b], 4, static_cast<uint8_t>(lo));
+            continue;
+          }
           const int live = static_cast<int>(rng_() % 4), shift = static_cast<int>(rng_() % 13);
           for (int j = 0; j < 4; ++j) {
             s[b + j] = static_cast<uint8_t>(lo + rng_() % 13);

@@ -73,6 +73,10 @@ TEST(Fp4E4m3Test, FourScalesFoldWhenTheirSpreadIsAtMostTwelve) {
   const uint8_t spread13[4] = {131, 118, 125, 121}, nan[4] = {0xff, 0xff, 0xff, 0xff};
   EXPECT_FALSE(kernels::FoldScales(spread13, &base, shifts));
   EXPECT_FALSE(kernels::FoldScales(nan, &base, shifts));
+  // 2^(base - 127) * 64 must stay finite in fp32: a base of 248 folds, 249 does not.
+  const uint8_t high[4] = {248, 250, 254, 248}, too_high[4] = {249, 250, 254, 249};
+  EXPECT_TRUE(kernels::FoldScales(high, &base, shifts));
+  EXPECT_FALSE(kernels::FoldScales(too_high, &base, shifts));
   // A matrix folds when every row's every 128-wide block does.
   std::vector<uint8_t> scales(2 * 256 / 32, 120);  // [2 rows, 8 blocks of 32]
   EXPECT_TRUE(kernels::ScalesFold(scales.data(), 2, 256));

@@ -108,7 +108,8 @@ int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void*
 // The routed experts on tensor cores from two rows on (groups of up to 8 rows, windows of groups
 // by the step's size): e4m3 activations with their block scales, the same values the reference
 // numerics round to. Each token's sums depend on its own activations only, not on the group,
-// window or batch it comes in.
+// window or batch it comes in — except with folded_experts, where steps of window 8 take the
+// folded GEMM, whose sums differ from mma.sync's (so a token's then depend on its step's size).
 int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, void* s) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
