@@ -17,6 +17,7 @@
 #include "kernels/expert_fp4.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/ops.h"
+#include "tests/gpu/expert_groups.h"
 #include "tests/unit/test_util.h"
 
 namespace deepinfer {
@@ -60,26 +61,8 @@ class ExpertFp4GpuTest : public ::testing::Test {
     // Groups: experts chosen at random (repeats allowed), x rows and y rows permuted.
     int total = 0;
     for (int r : group_rows) total += r;
-    std::vector<int32_t> x_perm(total), y_perm(total);
-    for (int i = 0; i < total; ++i) x_perm[i] = y_perm[i] = i;
-    std::shuffle(x_perm.begin(), x_perm.end(), rng_);
-    std::shuffle(y_perm.begin(), y_perm.end(), rng_);
-    std::vector<kernels::ExpertGroup> groups;
-    int next = 0;
-    for (int rows : group_rows) {
-      kernels::ExpertGroup g{};
-      g.expert = static_cast<int32_t>(rng_() % experts);
-      g.rows = rows;
-      for (int r = 0; r < rows; ++r, ++next) {
-        g.x_row[r] = x_perm[next];
-        g.y_row[r] = y_perm[next];
-      }
-      groups.push_back(g);
-    }
-    if (window > 1) {
-      std::stable_sort(groups.begin(), groups.end(),
-                       [](const auto& a, const auto& b) { return a.expert < b.expert; });
-    }
+    const std::vector<kernels::ExpertGroup> groups =
+        testing::RandomExpertGroups(group_rows, experts, window > 1, rng_);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> x(total * in);
     for (float& v : x) v = normal(rng_);

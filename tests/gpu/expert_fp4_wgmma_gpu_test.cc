@@ -17,6 +17,7 @@
 #include "kernels/expert_fp4_wgmma.h"
 #include "kernels/fp4_e4m3.h"
 #include "kernels/gemm_fp8.h"
+#include "tests/gpu/expert_groups.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/test_util.h"
 
@@ -89,27 +90,7 @@ class ExpertFp4WgmmaGpuTest : public testing::DeviceTest {
   // Groups of the given rows over experts drawn at random, sorted by expert (as
   // BuildExpertGroups writes them), token rows gathered and scattered out of order.
   std::vector<kernels::ExpertGroup> MakeGroups(const std::vector<int>& rows, int experts) {
-    int total = 0;
-    for (int r : rows) total += r;
-    std::vector<int32_t> x_perm(total), y_perm(total);
-    for (int i = 0; i < total; ++i) x_perm[i] = y_perm[i] = i;
-    std::shuffle(x_perm.begin(), x_perm.end(), rng_);
-    std::shuffle(y_perm.begin(), y_perm.end(), rng_);
-    std::vector<kernels::ExpertGroup> groups;
-    int next = 0;
-    for (int n : rows) {
-      kernels::ExpertGroup g{};
-      g.expert = static_cast<int32_t>(rng_() % experts);
-      g.rows = n;
-      for (int r = 0; r < n; ++r, ++next) {
-        g.x_row[r] = x_perm[next];
-        g.y_row[r] = y_perm[next];
-      }
-      groups.push_back(g);
-    }
-    std::stable_sort(groups.begin(), groups.end(),
-                     [](const auto& a, const auto& b) { return a.expert < b.expert; });
-    return groups;
+    return testing::RandomExpertGroups(rows, experts, /*sorted_by_expert=*/true, rng_);
   }
 
   struct Tokens {
