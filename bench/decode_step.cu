@@ -5,11 +5,10 @@
 #include <random>
 #include <set>
 
+#include "bench/decode_experts.h"
 #include "bench/decode_layer.h"
 #include "kernels/compress.h"
 #include "kernels/expert_fp4.h"
-#include "kernels/expert_fp4_limbs.h"
-#include "kernels/expert_fp4_wgmma.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
@@ -85,14 +84,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   float *sg = a.Take<float>(Bp * kMoeInter), *su = a.Take<float>(Bp * kMoeInter);
   float* sa = a.Take<float>(Bp * kMoeInter);
   const int64_t pairs = B * kTopK;
-  float *pg = a.Take<float>(pairs * kMoeInter), *pu = a.Take<float>(pairs * kMoeInter);
-  float *pa = a.Take<float>(pairs * kMoeInter), *py = a.Take<float>(pairs * kHidden);
-  const int64_t pairs_padded = kernels::Fp8GemmPaddedRows(pairs);
-  uint8_t* pq = a.Take<uint8_t>(pairs_padded * kMoeInter);
-  // One-token steps: the experts' inputs as integer limbs (the row's, then its pairs').
-  uint8_t* limbs = a.Take<uint8_t>(3 * (kHidden + pairs * kMoeInter));
-  float* limb_scales = a.Take<float>((kHidden + pairs * kMoeInter) / 128);
-  float* ps = a.Take<float>(kernels::Fp8ActScaleCount(pairs, kMoeInter));
+  RoutedExpertsStep ex;
+  const bool expert_buffers = TakeRoutedExpertBuffers(a, pairs, &ex);
   int64_t* positions = a.Take<int64_t>(B);
   int64_t* offsets = a.Take<int64_t>(B + 1);
   // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
@@ -165,9 +158,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
     if (!row_index) return {};
     cudaMemcpy(row_index, index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
   }
-  if (!streams2 || !py || !offsets || !pq || !ps || !attn_scratch || !split || !limbs ||
-      !limb_scales)
-    return {};
+  if (!streams2 || !expert_buffers || !offsets || !attn_scratch || !split) return {};
   FillFloats(streams, B * flat, seed + 1, 1.0f);
   FillFloats(q, B * qdim, seed + 2, 1.0f);
   // Decode: sequence b at position context - 1 - b, so 1 in m sequences closes a compressor
@@ -375,54 +366,24 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
                                       n_live, route_rank, s);
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
-  const int n_down = n_up;
-  const int expert_window = kernels::ExpertMmaWindow(pairs, kExperts);
-  add("routed_experts", eb, ef, [=](L l, int, cudaStream_t s) {
-    // Batch 1: exact integer sums, as the device forward's one-row steps (ActLimbsFp8 rounds xn
-    // through FP8 itself, as the forward's input already is).
-    if (cuda_core && B == 1 && !k.cpu_order) {
-      uint8_t* pair_limbs = limbs + 3 * kHidden;
-      float* pair_scales = limb_scales + kHidden / 128;
-      if (const int e = kernels::ActLimbsFp8(xn, 1, kHidden, limbs, limb_scales, s)) return e;
-      if (const int e =
-              kernels::Fp4ExpertGateUpLimbs(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up, n_up,
-                                            10.0f, limbs, limb_scales, pa, s, n_live))
-        return e;
-      if (const int e = kernels::ActLimbsFp8(pa, pairs, kMoeInter, pair_limbs, pair_scales, s))
-        return e;
-      return kernels::Fp4ExpertGemvLimbs(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pair_limbs,
-                                         pair_scales, py, s, n_live);
-    }
-    if (cuda_core) {  // fp32 activations on CUDA cores
-      // Gate and up products and the SwiGLU in one launch.
-      if (const int e = kernels::Fp4ExpertGateUp(l.w1, l.s1, l.w3, l.s3, kMoeInter, kHidden, d_up,
-                                                 n_up, max_rows, 10.0f, xn, pa, s, n_live))
-        return e;
-      return kernels::Fp4ExpertGemv(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, max_rows, pa,
-                                    py, s, n_live);
-    }
-    // FP8 activations (the reference numerics) on tensor cores.
-    if (const int e = kernels::QuantizeActFp8(xn, B, kHidden, xq, xs, s)) return e;
-    if (k.experts == ExpertKernels::kFolded) {
-      if (const int e = kernels::Fp4ExpertWgmmaPair(l.w1, l.s1, pg, l.w3, l.s3, pu, kMoeInter,
-                                                    kHidden, d_up, n_up, xq, xs, Bp, s, n_live))
-        return e;
-      if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
-      if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
-      return kernels::Fp4ExpertWgmma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
-                                     pairs_padded, py, s, n_live);
-    }
-    if (const int e = kernels::Fp4ExpertMmaPair(l.w1, l.s1, pg, l.w3, l.s3, pu, kMoeInter, kHidden,
-                                                d_up, n_up, xq, xs, Bp, s, n_live, expert_window))
-      return e;
-    if (const int e = kernels::SwiGlu(pg, pu, pairs * kMoeInter, 10.0f, pa, s)) return e;
-    if (const int e = kernels::QuantizeActFp8(pa, pairs, kMoeInter, pq, ps, s)) return e;
-    return kernels::Fp4ExpertMma(l.w2, l.s2, kHidden, kMoeInter, d_down, n_down, pq, ps,
-                                 pairs_padded, py, s, n_live, expert_window);
-  });
+  ex.batch = B;
+  ex.cuda_core = cuda_core;
+  ex.cpu_order = k.cpu_order;
+  ex.kind = k.experts;
+  ex.max_rows = max_rows;
+  ex.up = d_up;
+  ex.down = d_down;
+  ex.n_groups = n_up;
+  ex.n_live = n_live;
+  ex.xn = xn;
+  ex.xq = xq;
+  ex.xs = xs;
+  ex.xq_rows = Bp;
+  add("routed_experts", eb, ef,
+      [=](L l, int, cudaStream_t s) { return LaunchRoutedExperts(ex, l, s); });
   if (k.cpu_order) {
     add("combine", 0, 0, [=](L, int, cudaStream_t s) {
-      return kernels::CombineExperts(py, route_e, route_w, hs, B, kTopK, kHidden, h, s);
+      return kernels::CombineExperts(ex.out, route_e, route_w, hs, B, kTopK, kHidden, h, s);
     });
     add("mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
       return kernels::HyperPost(streams2, h, post, comb, B, kHc, kHidden, streams, s);
@@ -430,7 +391,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   } else {  // the device forward's form: the combine straight into the mHC post
     add("combine_mhc_post_ffn", 0, 0, [=](L, int, cudaStream_t s) {
       const kernels::HyperPostArgs args{streams2, post, comb, kHc, streams};
-      return kernels::CombineExpertsPost(py, route_e, route_w, hs, B, kTopK, kHidden, args, s);
+      return kernels::CombineExpertsPost(ex.out, route_e, route_w, hs, B, kTopK, kHidden, args, s);
     });
   }
   return ops;
