@@ -3,7 +3,8 @@
 # the commit before it, in one call on the GPU host: its tests and the device forward's, then the
 # 8K-token prefill experts (bench_prefill --experts folded), base and new in two interleaved
 # rounds. After `source gpu-bundle/env.sh` (docs/gpu.md), the bundle holding gpu_tests and
-# bench_prefill, BASE_DIR the base build's bench_prefill (~2 minutes):
+# bench_prefill, BASE_DIR the base build's bench_prefill (~2 minutes). With the host's toolkit
+# (cuobjdump), also the new kernel's SASS and its opcode counts (OUT_DIR/sass.txt):
 #   bench/folded_check.sh OUT_DIR BASE_DIR
 set -uo pipefail
 out=${1:?OUT_DIR}
@@ -30,3 +31,12 @@ for round in 1 2; do
     python3 -c "$summary" "$out/prefill_${variant}_$round.jsonl" "$variant"
   done
 done
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$(command -v bench_prefill)" |
+    awk '/Function : .*Fp4ExpertWgmmaKernel/{on=1} on{print} on&&/^[[:space:]]*\.\.\.\.\.\.\.\./{exit}' \
+      >"$out/sass.txt"
+  echo "SASS lines: $(wc -l <"$out/sass.txt")"
+  grep -oE '^\s+/\*[0-9a-f]+\*/\s+[@!A-Z0-9_.]+( [A-Z0-9_.]+)?' "$out/sass.txt" |
+    awk '{op=$2; if (op ~ /^@/) op=$3; sub(/\..*/, "", op); n[op]++} END {for (o in n) print n[o], o}' |
+    sort -rn | head -25
+fi
