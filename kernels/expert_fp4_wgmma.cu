@@ -17,10 +17,8 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kWarpgroups = 2;  // each 64 output rows of the block's tile
-constexpr int kThreads = 128 * kWarpgroups;
-constexpr int kTileRows = 64 * kWarpgroups;
-static_assert(kTileRows == 128, "the copier takes rows r and r + 64");
+constexpr int kThreads = 256;   // two warpgroups, each 64 output rows of the block's tile
+constexpr int kTileRows = 128;  // the copier takes rows r and r + 64
 constexpr int kSlots = 8 * kFoldedWindowGroups;  // token slots: the wgmma's N
 constexpr int kMaxShift = 12;                    // FoldScales' bound
 constexpr int kMaxGridY = 65535;
@@ -191,7 +189,7 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2 / kWarpgroups * 2)
+__global__ void __launch_bounds__(kThreads, 2)
     Fp4ExpertWgmmaKernel(WgmmaMats mats, int64_t out, int64_t in,
                          const ExpertGroup* __restrict__ groups, int n_groups, int first,
                          const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,

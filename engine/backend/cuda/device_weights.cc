@@ -261,7 +261,8 @@ Status CheckExpertScalesFold(const Checkpoint& ck) {
           return InvalidArgument("folded experts: " + w->name + " (layer " + std::to_string(l) +
                                  ", expert " + std::to_string(e) +
                                  ") has a 128-column block whose four scales span more than 12 "
-                                 "binades (or is not MXFP4 with in % 128 == 0)");
+                                 "binades or start above 248 (or is not MXFP4 with in % 128 == "
+                                 "0)");
         }
       }
     }
