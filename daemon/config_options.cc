@@ -193,7 +193,7 @@ const std::vector<OptionSpec>& OptionTable() {
      SetBool<&C::park_slots>, Same<&C::park_slots>},
     {{"folded_experts", "on|off", "off",
       "with forward slots on cuda, steps whose experts average 64 tokens (prompt chunks) take "
-      "the folded-scale wgmma GEMM: ~2.9x faster experts, sums within ~1e-3 of their magnitudes "
+      "the folded-scale wgmma GEMM: ~2.8x faster experts, sums within ~1e-3 of their magnitudes "
       "instead of fp32 rounding; every expert's scales must fold",
       false},
      SetBool<&C::folded_experts>, Same<&C::folded_experts>},
