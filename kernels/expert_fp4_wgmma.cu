@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cassert>
 
 #include "kernels/device_math.cuh"
 #include "kernels/expert_fp4_wgmma.h"
@@ -39,7 +40,7 @@ struct alignas(1024) Smem {
   uint2 table[kMaxShift + 1];
   ExpertGroup window[kFoldedWindowGroups];
 };
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // room to align the dynamic base
+constexpr size_t kSmemBytes = sizeof(Smem);
 
 __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t selector) {
   uint32_t d;
@@ -194,8 +195,12 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const ExpertGroup* __restrict__ groups, int n_groups, int first,
                          const int32_t* __restrict__ live, const uint8_t* __restrict__ xq,
                          const float* __restrict__ x_scale, int64_t x_rows) {
-  extern __shared__ uint8_t raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  // The kernel has no static shared memory, so the dynamic block starts at the window's start,
+  // 1,024-aligned as the swizzle needs. Taken as it is (no arithmetic on its address), the
+  // compiler keeps every access to it a shared-memory one (arithmetic made them generic loads).
+  extern __shared__ __align__(1024) uint8_t smem_block[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_block);
+  assert((static_cast<uint32_t>(__cvta_generic_to_shared(smem_block)) & 1023) == 0);
   AwaitProducers();
   const int g0 = (first + static_cast<int>(blockIdx.y)) * kFoldedWindowGroups;
   const int end = min(g0 + kFoldedWindowGroups, live != nullptr ? min(*live, n_groups) : n_groups);
