@@ -123,7 +123,6 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
   for (int i = 0; i < 32; ++i) acc[i] = part[i] = 0.0f;
   // This thread's accumulator rows, which are also the rows of its A fragments: row_a, row_a + 8.
   const int row_a = wg * 64 + warp * 16 + g;
-  const int half = 16 * (t & 1);  // the fragment's four weights: bits [half, half + 16) of a word
   for (int64_t stage = 0; stage < stages; ++stage) {
     const int slot = static_cast<int>(stage % kRing);
     CpAsyncWait<kRing - 2>();  // slice `stage` (this thread's copies)
@@ -132,7 +131,8 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
     fetch(stage + kRing - 1);  // into the slot of slice stage - 1
     const uint32_t sc_lo = sm.raw_scale[slot][row_a], sc_hi = sm.raw_scale[slot][row_a + 8];
     const uint32_t base_lo = MinByte(sc_lo), base_hi = MinByte(sc_hi);
-    const uint8_t* raw_lo = sm.raw[slot] + row_a * kRawStride + 4 * (t >> 1);
+    // The fragment's four weights of a word are its 16-bit half t % 2 (little-endian).
+    const uint8_t* raw_lo = sm.raw[slot] + row_a * kRawStride + 4 * (t >> 1) + 2 * (t & 1);
     const uint8_t* raw_hi = raw_lo + 8 * kRawStride;
     // The four 32-column steps accumulate in the tensor cores, which keep ~14 significant bits
     // (DeepSeek-V3's measurement; the folded shifts put the steps' magnitudes up to 2^12 apart),
@@ -144,12 +144,12 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
     for (int k = 0; k < 4; ++k) {
       const uint2 t_lo = sm.table[min(((sc_lo >> (8 * k)) & 0xff) - base_lo, 12u)];
       const uint2 t_hi = sm.table[min(((sc_hi >> (8 * k)) & 0xff) - base_hi, 12u)];
-      const uint32_t* blk_lo = reinterpret_cast<const uint32_t*>(raw_lo + 16 * k);
-      const uint32_t* blk_hi = reinterpret_cast<const uint32_t*>(raw_hi + 16 * k);
-      a[k][0] = ShiftedE4m3x4(blk_lo[0] >> half, t_lo);
-      a[k][1] = ShiftedE4m3x4(blk_hi[0] >> half, t_hi);
-      a[k][2] = ShiftedE4m3x4(blk_lo[2] >> half, t_lo);
-      a[k][3] = ShiftedE4m3x4(blk_hi[2] >> half, t_hi);
+      const uint16_t* blk_lo = reinterpret_cast<const uint16_t*>(raw_lo + 16 * k);
+      const uint16_t* blk_hi = reinterpret_cast<const uint16_t*>(raw_hi + 16 * k);
+      a[k][0] = ShiftedE4m3x4(blk_lo[0], t_lo);  // columns 4t .. 4t + 3
+      a[k][1] = ShiftedE4m3x4(blk_hi[0], t_hi);
+      a[k][2] = ShiftedE4m3x4(blk_lo[4], t_lo);  // columns 16 + 4t .. 19 + 4t (8 bytes on)
+      a[k][3] = ShiftedE4m3x4(blk_hi[4], t_hi);
 #pragma unroll
       for (int i = 0; i < 4; ++i) PinOperand(a[k][i]);  // written before the fence orders them
       WgmmaFence();
@@ -170,7 +170,8 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
     const float ws_lo = E8M0(base_lo) * 64.0f, ws_hi = E8M0(base_hi) * 64.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {  // scales are powers of two: each scaled sum is exact
-      const float xs0 = sm.x_scale[slot][8 * j + 2 * t], xs1 = sm.x_scale[slot][8 * j + 2 * t + 1];
+      const float2 xs = *reinterpret_cast<const float2*>(&sm.x_scale[slot][8 * j + 2 * t]);
+      const float xs0 = xs.x, xs1 = xs.y;
       acc[4 * j + 0] += part[4 * j + 0] * (ws_lo * xs0);
       acc[4 * j + 1] += part[4 * j + 1] * (ws_lo * xs1);
       acc[4 * j + 2] += part[4 * j + 2] * (ws_hi * xs0);
