@@ -90,28 +90,27 @@ __device__ void FoldedRun(Smem& sm, const ExpertGroup* run, int n, const uint8_t
     return r < grp.rows ? grp.x_row[r] : (grp.rows > 0 ? grp.x_row[0] : 0);
   };
   constexpr int kChunksEach = kSlots * 8 / kThreads;
-  int32_t stage_rows[kChunksEach];
+  const uint8_t* b_src[kChunksEach];  // each chunk's first slice; a slice is 128 bytes on
 #pragma unroll
   for (int i = 0; i < kChunksEach; ++i) {
-    stage_rows[i] = static_cast<int32_t>(slot_row((tid + i * kThreads) >> 3));
+    b_src[i] = xq + slot_row((tid + i * kThreads) >> 3) * in + 16 * (tid & 7);
   }
-  const int64_t scale_row = tid < kSlots ? slot_row(tid) : 0;
+  const float* xs_src = x_scale + (tid < kSlots ? slot_row(tid) : 0);  // x_rows on per slice
 
   // Slice `stage` into ring slot stage % kRing as one commit group (an empty group past the
   // last slice keeps the count of pending groups fixed).
   auto fetch = [&](int64_t stage) {
     if (stage < stages) {
       const int slot = static_cast<int>(stage % kRing);
-      const int64_t col = 128 * stage + 16 * (tid & 7);
 #pragma unroll
       for (int i = 0; i < kChunksEach; ++i) {
         CpAsync16(sm.b[slot] + SwizzledChunk((tid + i * kThreads) >> 3, tid & 7),
-                  xq + stage_rows[i] * in + col);
+                  b_src[i] + 128 * stage);
       }
       CpAsync16(sm.raw[slot] + copy_row * kRawStride + 16 * piece, w_src0 + 64 * stage);
       CpAsync16(sm.raw[slot] + (copy_row + 64) * kRawStride + 16 * piece, w_src1 + 64 * stage);
       if (tid < kTileRows) CpAsync4(&sm.raw_scale[slot][tid], s_src + 4 * stage);
-      if (tid < kSlots) CpAsync4(&sm.x_scale[slot][tid], x_scale + stage * x_rows + scale_row);
+      if (tid < kSlots) CpAsync4(&sm.x_scale[slot][tid], xs_src + stage * x_rows);
     }
     CpAsyncCommit();
   };
