@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
       layers, arena.used() / 1e9, step_kernels.cpu_order ? "cpu-order" : "production",
       step_kernels.experts == deepinfer::bench::ExpertKernels::kAuto          ? "auto"
       : step_kernels.experts == deepinfer::bench::ExpertKernels::kTensorCores ? "tensor-cores"
+      : step_kernels.experts == deepinfer::bench::ExpertKernels::kFolded      ? "folded"
                                                                               : "cuda-core");
   const size_t mark = arena.used();
   cudaStream_t s;
