@@ -12,6 +12,7 @@
 
 #include "kernels/indexer.h"
 #include "kernels/launch.cuh"
+#include "kernels/mma_sm90.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -23,15 +24,6 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   const uint32_t a = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
   const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
   return a | (b << 16);
-}
-
-__device__ __forceinline__ void Mma(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                    uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // KeysPerBlock: 256 amortises the query's fragments; 64 gives small batches enough blocks.
@@ -83,8 +75,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int ks = 0; ks < kSteps; ++ks) {
       const uint32_t a0 = __ldg(k0p + 8 * ks), a1 = __ldg(k1p + 8 * ks);
       const uint32_t a2 = __ldg(k0p + 8 * ks + 4), a3 = __ldg(k1p + 8 * ks + 4);
-      Mma(c[0], a0, a1, a2, a3, bq[0][ks][0], bq[0][ks][1]);
-      Mma(c[1], a0, a1, a2, a3, bq[1][ks][0], bq[1][ks][1]);
+      MmaBf16(c[0], a0, a1, a2, a3, bq[0][ks][0], bq[0][ks][1]);
+      MmaBf16(c[1], a0, a1, a2, a3, bq[1][ks][0], bq[1][ks][1]);
     }
     // c[nt]: (key m0 + g, heads 2t, 2t + 1 of the tile), then (key m0 + g + 8, the same heads).
     float s0 = 0, s1 = 0;

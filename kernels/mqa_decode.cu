@@ -6,6 +6,7 @@
 #include "kernels/kv_row.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/mqa_decode.h"
+#include "kernels/mqa_mma.h"
 #include "kernels/rope_qdq.cuh"
 
 namespace deepinfer::kernels {
@@ -249,23 +250,12 @@ const std::array<int64_t, 3>& WaveSlots() {
   return slots;
 }
 
+// The CUDA-core split pass: its split count to *splits.
 template <bool Fp8Rows>
-int Launch(const float* q, const void* rows, const int32_t* row_index, const int64_t* offsets,
-           int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
-           int64_t max_rows, int max_splits, float* scratch, float* o, void* stream,
-           const RopeArgs* out_rope = nullptr, float* o_fp8 = nullptr) {
-  // scratch 8-byte aligned: the combine reads a split's channels as float2.
-  const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
-                       (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0 &&
-                       (reinterpret_cast<uintptr_t>(scratch) & 7) == 0;
-  if (head_dim != kDim || heads < kHeadsPerBlock || heads % kHeadsPerBlock != 0 || max_splits < 1 ||
-      !aligned || (out_rope != nullptr) != (o_fp8 != nullptr) ||
-      (out_rope != nullptr &&
-       (out_rope->heads != heads || out_rope->head_dim != kDim || out_rope->rope_dim < 0 ||
-        out_rope->rope_dim > kDim || out_rope->rope_dim % 4 != 0))) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  if (n_queries == 0) return 0;
+cudaError_t LaunchCudaCoreSplits(const float* q, const void* rows, const int32_t* row_index,
+                                 const int64_t* offsets, int64_t n_queries, int heads, float scale,
+                                 int64_t max_rows, int max_splits, float* scratch, cudaStream_t s,
+                                 int* splits_out) {
   // Enough blocks for two per SM of a 132-SM H200, no split under one tile of rows; then fewer
   // heads per block while the blocks still fit in one wave (more would make a second one:
   // measured 1 % slower steps at batch 8-64). The splits follow the 16-head count, so the head
@@ -282,7 +272,7 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
          n_queries * (heads / (group / 2)) * splits <= slots[group == 16 ? 1 : 2]) {
     group /= 2;
   }
-  auto s = static_cast<cudaStream_t>(stream);
+  *splits_out = splits;
   const auto launch = [&](auto kernel, int heads_per_block, int smem) {
     const cudaError_t attr =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -291,11 +281,55 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
                  kThreads, smem, s, q, rows, row_index, offsets, heads, scale, splits, scratch);
     return cudaSuccess;
   };
-  const cudaError_t launched =
-      group == 16  ? launch(MqaSplitKernel<Fp8Rows, 16>, 16, kSmemFloats<16> * sizeof(float))
-      : group == 8 ? launch(MqaSplitKernel<Fp8Rows, 8>, 8, kSmemFloats<8> * sizeof(float))
-                   : launch(MqaSplitKernel<Fp8Rows, 4>, 4, kSmemFloats<4> * sizeof(float));
-  if (launched != cudaSuccess) return static_cast<int>(launched);
+  return group == 16  ? launch(MqaSplitKernel<Fp8Rows, 16>, 16, kSmemFloats<16> * sizeof(float))
+         : group == 8 ? launch(MqaSplitKernel<Fp8Rows, 8>, 8, kSmemFloats<8> * sizeof(float))
+                      : launch(MqaSplitKernel<Fp8Rows, 4>, 4, kSmemFloats<4> * sizeof(float));
+}
+
+// The tensor-core split pass (kernels/mqa_mma.cu) from this many queries: its blocks fill the
+// SMs without splits, and each cache row is decoded once per 32 heads, not once per 16.
+constexpr int64_t kMmaMinQueries = 128;
+constexpr int64_t kMmaTargetBlocks = 132;  // one block an SM (its shared memory allows one)
+
+enum class SplitPass { kAuto, kTensorCores };
+
+template <bool Fp8Rows>
+int Launch(const float* q, const void* rows, const int32_t* row_index, const int64_t* offsets,
+           int64_t n_queries, int heads, int head_dim, const float* sinks, float scale,
+           int64_t max_rows, int max_splits, float* scratch, float* o, void* stream,
+           const RopeArgs* out_rope = nullptr, float* o_fp8 = nullptr,
+           SplitPass pass = SplitPass::kAuto) {
+  // scratch 8-byte aligned: the combine reads a split's channels as float2.
+  const bool aligned = (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(rows) & (Fp8Rows ? 7 : 15)) == 0 &&
+                       (reinterpret_cast<uintptr_t>(scratch) & 7) == 0;
+  if (head_dim != kDim || heads < kHeadsPerBlock || heads % kHeadsPerBlock != 0 || max_splits < 1 ||
+      !aligned || (out_rope != nullptr) != (o_fp8 != nullptr) ||
+      (out_rope != nullptr &&
+       (out_rope->heads != heads || out_rope->head_dim != kDim || out_rope->rope_dim < 0 ||
+        out_rope->rope_dim > kDim || out_rope->rope_dim % 4 != 0))) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const bool mma = Fp8Rows && heads == kMqaMmaHeads &&
+                   (pass == SplitPass::kTensorCores || n_queries >= kMmaMinQueries);
+  if (pass == SplitPass::kTensorCores && !mma) return static_cast<int>(cudaErrorInvalidValue);
+  if (n_queries == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  int splits = 1;
+  if (mma) {
+    const int64_t blocks = n_queries * kMqaMmaHeadBlocks;
+    splits = static_cast<int>(
+        std::max<int64_t>(1, std::min<int64_t>({(kMmaTargetBlocks + blocks - 1) / blocks,
+                                                max_splits, (max_rows + kTile - 1) / kTile})));
+    if (const int e = LaunchMqaMmaSplits(q, static_cast<const uint8_t*>(rows), row_index, offsets,
+                                         n_queries, scale, splits, scratch, stream)) {
+      return e;
+    }
+  } else if (const cudaError_t e =
+                 LaunchCudaCoreSplits<Fp8Rows>(q, rows, row_index, offsets, n_queries, heads, scale,
+                                               max_rows, max_splits, scratch, s, &splits)) {
+    return static_cast<int>(e);
+  }
   const dim3 combine(static_cast<unsigned>(n_queries), heads);
   if (out_rope != nullptr) {
     LaunchKernel(MqaCombineKernel<true>, combine, kThreads, 0, s, scratch, heads, splits, sinks, o,
@@ -323,6 +357,15 @@ int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_ind
                      float* o_fp8) {
   return Launch<true>(q, rows, row_index, offsets, n_queries, heads, head_dim, sinks, scale,
                       max_rows, max_splits, scratch, o, stream, out_rope, o_fp8);
+}
+
+int MqaMmaFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
+                  const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
+                  const float* sinks, float scale, int64_t max_rows, int max_splits, float* scratch,
+                  float* o, void* stream, const RopeArgs* out_rope, float* o_fp8) {
+  return Launch<true>(q, rows, row_index, offsets, n_queries, heads, head_dim, sinks, scale,
+                      max_rows, max_splits, scratch, o, stream, out_rope, o_fp8,
+                      SplitPass::kTensorCores);
 }
 
 }  // namespace deepinfer::kernels

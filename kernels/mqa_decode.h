@@ -25,14 +25,26 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
               int64_t max_rows, int max_splits, float* scratch, float* o, void* stream);
 
 /// The same over rows in the reference cache layout, kKvRowBytes each (kernels/kv_row.h; rows
-/// 8-byte aligned): the result is MqaDecode's over the unpacked rows, bit for bit, reading 584
-/// bytes per row instead of 2,048. With out_rope (and o_fp8) the same launch then rotates o as
-/// Rope(o, n_queries, heads, 512, out_rope->rope_dim, ...) (kernels/ops.h) would and writes its
-/// QdqFp8Rows round trip to o_fp8: out_rope->heads == heads, rope_dim a multiple of 4.
+/// 8-byte aligned): below 128 queries (or with heads other than 64) the result is MqaDecode's
+/// over the unpacked rows, bit for bit, reading 584 bytes per row instead of 2,048; from 128
+/// queries of 64 heads it is MqaMmaFp8Rows' (below). With out_rope (and o_fp8) the same launch then
+/// rotates o as Rope(o, n_queries, heads, 512, out_rope->rope_dim, ...) (kernels/ops.h) would and
+/// writes its QdqFp8Rows round trip to o_fp8: out_rope->heads == heads, rope_dim a multiple of 4.
 int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                      const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                      const float* sinks, float scale, int64_t max_rows, int max_splits,
                      float* scratch, float* o, void* stream, const RopeArgs* out_rope = nullptr,
                      float* o_fp8 = nullptr);
+
+/// The same on tensor cores (kernels/mqa_mma.cu), which MqaDecodeFp8Rows takes by itself from 128
+/// queries: a block per query (and split of its rows) decodes each row once for all 64 heads
+/// (heads must be 64), and the products of the query and of the softmax weights with the rows
+/// keep 16 significant bits of each (two bf16 parts): within 1e-5 of the CPU as the CUDA-core
+/// form is, not bit for bit with it.
+int MqaMmaFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
+                  const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
+                  const float* sinks, float scale, int64_t max_rows, int max_splits, float* scratch,
+                  float* o, void* stream, const RopeArgs* out_rope = nullptr,
+                  float* o_fp8 = nullptr);
 
 }  // namespace deepinfer::kernels
