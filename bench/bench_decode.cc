@@ -2,14 +2,15 @@
 // several batch sizes and contexts, against the hardware's ceilings.
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
 //                [--kernels production|cpu-order] [--gemv-max-rows 2] [--prefill TOKENS]
-//                [--experts auto|tensor-cores|cuda-core|folded]
+//                [--experts auto|tensor-cores|cuda-core|folded] [--attention auto|tensor-cores]
 //   bench_prefill [--prefill 8192] [--contexts 8192,32768,131072] ...  (the same, prefill mode)
 // production: parallel reductions, MQA split attention, the batched indexer, experts as the
 // device forward takes them (--experts auto: CUDA cores at batch 1, tensor cores above; or
 // tensor-cores at every batch, or cuda-core up to 8 rows, to compare; folded: the folded-scale
-// wgmma GEMM where the tensor cores take them), and the tensor-core FP8
-// GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage
-// 1's kernels, bit-identical to the CPU. N layer copies (half CSA, half HCA; default: as many as
+// wgmma GEMM where the tensor cores take them), the attention as MqaDecodeFp8Rows takes it
+// (--attention auto: tensor cores from 128 rows) or on tensor cores at every batch, and the
+// tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage 1's kernels,
+// bit-identical to the CPU. N layer copies (half CSA, half HCA; default: as many as
 // fit next to the largest cache) with random weights made on the device, so every kernel reads cold
 // HBM. Each kernel is timed over all copies of its layer kind inside one CUDA graph; the whole
 // layer likewise. Prints one JSON object per layer kind, batch and context: time per layer, the
@@ -180,6 +181,8 @@ int main(int argc, char** argv) {
       step_kernels.experts = deepinfer::bench::ExpertKernels::kFolded;
     } else if (flag == "--experts" && value == "cuda-core") {
       step_kernels.experts = deepinfer::bench::ExpertKernels::kCudaCore;
+    } else if (flag == "--attention" && (value == "auto" || value == "tensor-cores")) {
+      step_kernels.mma_attention = value == "tensor-cores";
     } else if (flag == "--kernels" && (value == "production" || value == "cpu-order")) {
       step_kernels.cpu_order = value == "cpu-order";
     } else {

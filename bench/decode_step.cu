@@ -297,11 +297,11 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   add("attention", (prefill ? pool_rows : B * n_rows) * kCacheRowBytes,
       4.0 * B * kHeads * kHeadDim * n_rows, [=](L l, int li, cudaStream_t s) {
         const kernels::RopeArgs out_rope{kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true};
+        const auto mqa = k.mma_attention ? kernels::MqaMmaFp8Rows : kernels::MqaDecodeFp8Rows;
         const int e =
             k.cpu_order ? kernels::SparseAttention(q, cache[li].rows, offsets, B, kHeads, kHeadDim,
                                                    l.sinks, 0.044194f, o, s, n_rows)
-                        : kernels::MqaDecodeFp8Rows(
-                              q, cache[li].rows8, row_index, offsets, B, kHeads, kHeadDim, l.sinks,
+                        : mqa(q, cache[li].rows8, row_index, offsets, B, kHeads, kHeadDim, l.sinks,
                               0.044194f, n_rows, max_splits, attn_scratch, o, s, &out_rope, o_fp8);
         if (e || !k.cpu_order) return e;  // production: the inverse rotation in the combine
         return kernels::Rope(o, B, kHeads, kHeadDim, kRopeDim, l.inv_freq, positions, true, s);
