@@ -8,7 +8,7 @@
 // device forward takes them (--experts auto: CUDA cores at batch 1, tensor cores above; or
 // tensor-cores at every batch, or cuda-core up to 8 rows, to compare; folded: the folded-scale
 // wgmma GEMM where the tensor cores take them), the attention as MqaDecodeFp8Rows takes it
-// (--attention auto: tensor cores from 128 rows) or on tensor cores at every batch, and the
+// (--attention auto) or MqaMmaFp8Rows (the same kernel at 64 heads), and the
 // tensor-core FP8 GEMM (cuBLASLt) above --gemv-max-rows rows; cpu-order: stage 1's kernels,
 // bit-identical to the CPU. N layer copies (half CSA, half HCA; default: as many as
 // fit next to the largest cache) with random weights made on the device, so every kernel reads cold

@@ -88,7 +88,7 @@ struct StepKernels {
   int gemv_max_rows = 2;  // dense FP8 products of more rows take the GEMM
   ExpertKernels experts = ExpertKernels::kAuto;
   kernels::Bf16GemmContext* bf16 = nullptr;  // bf16 products of more than 8 rows
-  bool mma_attention = false;  // the tensor-core attention at every size (auto: from 128 rows)
+  bool mma_attention = false;  // MqaMmaFp8Rows (auto: MqaDecodeFp8Rows, the same at 64 heads)
 };
 
 /// The decode step of `batch` sequences at `context` tokens for a layer of the given kind, with

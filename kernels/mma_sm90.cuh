@@ -20,7 +20,7 @@ __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 
 /// d += A B over one m16n8k16 tile of bf16 operands with fp32 accumulators (a0..a3 as LdMatrixX4
 /// gives a row-major 16 x 16 tile; b0, b1 the k halves of an 8-column tile).
-__device__ __forceinline__ void MmaBf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
+__device__ __forceinline__ void MmaBf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "

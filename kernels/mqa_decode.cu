@@ -286,10 +286,20 @@ cudaError_t LaunchCudaCoreSplits(const float* q, const void* rows, const int32_t
                       : launch(MqaSplitKernel<Fp8Rows, 4>, 4, kSmemFloats<4> * sizeof(float));
 }
 
-// The tensor-core split pass (kernels/mqa_mma.cu) from this many queries: its blocks fill the
-// SMs without splits, and each cache row is decoded once per 32 heads, not once per 16.
-constexpr int64_t kMmaMinQueries = 128;
-constexpr int64_t kMmaTargetBlocks = 132;  // one block an SM (its shared memory allows one)
+// The tensor-core split pass (kernels/mqa_mma.cu) takes every cache-row launch of 64 heads: it
+// was faster at every batch measured but the HCA layer at batch 1 (H200, bench/RESULTS-gpu.md
+// "Attention on tensor cores": batch 1 CSA 23.0 -> 19.5 us, HCA 14.4 -> 15.4; batch 8
+// 106 -> 39 and 32 -> 18; batch 64 484 -> 122 and 169 -> 67).
+// Blocks the tensor-core pass aims for: one an SM (its shared memory allows one).
+int64_t MmaTargetBlocks() {
+  static const int64_t sms = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return int64_t{count > 0 ? count : 132};
+  }();
+  return sms;
+}
 
 enum class SplitPass { kAuto, kTensorCores };
 
@@ -310,17 +320,16 @@ int Launch(const float* q, const void* rows, const int32_t* row_index, const int
         out_rope->rope_dim > kDim || out_rope->rope_dim % 4 != 0))) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
-  const bool mma = Fp8Rows && heads == kMqaMmaHeads &&
-                   (pass == SplitPass::kTensorCores || n_queries >= kMmaMinQueries);
+  const bool mma = Fp8Rows && heads == kMqaMmaHeads;
   if (pass == SplitPass::kTensorCores && !mma) return static_cast<int>(cudaErrorInvalidValue);
   if (n_queries == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   int splits = 1;
   if (mma) {
     const int64_t blocks = n_queries * kMqaMmaHeadBlocks;
-    splits = static_cast<int>(
-        std::max<int64_t>(1, std::min<int64_t>({(kMmaTargetBlocks + blocks - 1) / blocks,
-                                                max_splits, (max_rows + kTile - 1) / kTile})));
+    splits = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>({(MmaTargetBlocks() + blocks - 1) / blocks, max_splits,
+                              (max_rows + kMqaMmaTile - 1) / kMqaMmaTile})));
     if (const int e = LaunchMqaMmaSplits(q, static_cast<const uint8_t*>(rows), row_index, offsets,
                                          n_queries, scale, splits, scratch, stream)) {
       return e;

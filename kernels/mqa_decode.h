@@ -1,8 +1,9 @@
-// V4's decode attention on CUDA cores: one shared K = V row per cache entry, 64 query heads, a
-// sink logit per head. Each query's rows are split over blocks (flash-decoding) and read once per
-// 16 heads; a second launch combines the splits with the sinks. The CPU-order SparseAttention in
-// kernels/ops.h is the bit-exact counterpart. Device pointers; `stream` is a cudaStream_t as
-// void*; returns the CUDA error code (0 on success).
+// V4's attention (decode steps and prompt chunks): one shared K = V row per cache entry, 64 query
+// heads, a sink logit per head. Each query's rows are split over blocks (flash-decoding) and read
+// once per 16 heads on CUDA cores, or, from cache rows at 64 heads, once per 32 on tensor cores
+// (kernels/mqa_mma.cu); a second launch combines the splits with the sinks. The CPU-order
+// SparseAttention in kernels/ops.h is the bit-exact counterpart. Device pointers; `stream` is a
+// cudaStream_t as void*; returns the CUDA error code (0 on success).
 #pragma once
 
 #include <cstdint>
@@ -25,22 +26,22 @@ int MqaDecode(const float* q, const float* rows, const int32_t* row_index, const
               int64_t max_rows, int max_splits, float* scratch, float* o, void* stream);
 
 /// The same over rows in the reference cache layout, kKvRowBytes each (kernels/kv_row.h; rows
-/// 8-byte aligned): below 128 queries (or with heads other than 64) the result is MqaDecode's
-/// over the unpacked rows, bit for bit, reading 584 bytes per row instead of 2,048; from 128
-/// queries of 64 heads it is MqaMmaFp8Rows' (below). With out_rope (and o_fp8) the same launch then
-/// rotates o as Rope(o, n_queries, heads, 512, out_rope->rope_dim, ...) (kernels/ops.h) would and
-/// writes its QdqFp8Rows round trip to o_fp8: out_rope->heads == heads, rope_dim a multiple of 4.
+/// 8-byte aligned), reading 584 bytes per row instead of 2,048: with 64 heads MqaMmaFp8Rows'
+/// result (below), with other head counts MqaDecode's over the unpacked rows, bit for bit. With
+/// out_rope (and o_fp8) the same launch then rotates o as Rope(o, n_queries, heads, 512,
+/// out_rope->rope_dim, ...) (kernels/ops.h) would and writes its QdqFp8Rows round trip to o_fp8:
+/// out_rope->heads == heads, rope_dim a multiple of 4.
 int MqaDecodeFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                      const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                      const float* sinks, float scale, int64_t max_rows, int max_splits,
                      float* scratch, float* o, void* stream, const RopeArgs* out_rope = nullptr,
                      float* o_fp8 = nullptr);
 
-/// The same on tensor cores (kernels/mqa_mma.cu), which MqaDecodeFp8Rows takes by itself from 128
-/// queries: a block per query (and split of its rows) decodes each row once for all 64 heads
-/// (heads must be 64), and the products of the query and of the softmax weights with the rows
-/// keep 16 significant bits of each (two bf16 parts): within 1e-5 of the CPU as the CUDA-core
-/// form is, not bit for bit with it.
+/// The cache-row form on tensor cores (kernels/mqa_mma.cu), which MqaDecodeFp8Rows takes for 64
+/// heads: a block per (query, 32 heads, split of its rows) decodes each row once for its heads;
+/// the query and the softmax weights enter as three bf16 parts each, so every product is exact
+/// and the sums are fp32 (within 1e-6 of the CPU measured; the CUDA-core form's 1e-5 bound),
+/// not bit for bit with the CUDA-core form. heads must be 64.
 int MqaMmaFp8Rows(const float* q, const uint8_t* rows, const int32_t* row_index,
                   const int64_t* offsets, int64_t n_queries, int heads, int head_dim,
                   const float* sinks, float scale, int64_t max_rows, int max_splits, float* scratch,

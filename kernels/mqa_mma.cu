@@ -11,6 +11,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "kernels/device_math.cuh"
 #include "kernels/kv_row.h"
 #include "kernels/launch.cuh"
@@ -20,7 +22,7 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kDim = kMqaMmaDim, kHeads = kMqaMmaHeads, kTile = 32, kThreads = 256;
+constexpr int kDim = kMqaMmaDim, kHeads = kMqaMmaHeads, kTile = kMqaMmaTile, kThreads = 256;
 constexpr int kBlockHeads = kHeads / kMqaMmaHeadBlocks;  // three parts of 32 heads fit
 constexpr int kParts = 3;            // bf16 parts of an fp32 factor: 3 x 8 significant bits
 constexpr int kStride = kDim + 8;    // bf16 a row of Q and of the tile: 1,040 bytes, so the eight
@@ -41,6 +43,13 @@ struct Smem {
   float alpha[kBlockHeads];                    // each head's rescaling of its output for this tile
 };
 
+// ldmatrix rows and the decoder's stores are 16-byte pieces; cp.async moves 8-byte words.
+static_assert(offsetof(Smem, kv) % 16 == 0 && offsetof(Smem, p) % 16 == 0 &&
+                  (kBlockHeads * kStride * 2) % 16 == 0 && (kBlockHeads * kPStride * 2) % 16 == 0,
+              "16-byte aligned tiles");
+static_assert(offsetof(Smem, raw) % 8 == 0 && kKvRowBytes % 8 == 0, "8-byte words");
+static_assert(sizeof(Smem) <= 227 * 1024, "one block's shared memory on sm_90");
+
 // Two floats as kParts bf16 pairs: the rounded values, then the rounded remainders (each
 // difference exact in fp32), the first float in the low half as the mma reads a register. Three
 // parts hold all 24 bits of an fp32 value, so products with exact bf16 values are exact.
@@ -56,7 +65,9 @@ __device__ __forceinline__ void SplitPair(float a, float b, uint32_t (&parts)[kP
 }
 
 // Two e4m3 values (the low 16 bits) times the block's power of two as a bf16 pair, exactly as
-// KvRowChunk decodes them into fp32 (which bf16 then holds exactly: four significant bits).
+// KvRowChunk decodes them into fp32; bf16 then holds them exactly: four significant bits, and
+// PackKvRows' scale floor (1e-4 / 448, an exponent of -21 at least) keeps them far above bf16's
+// smallest values.
 __device__ __forceinline__ uint32_t E4m3PairToBf16(uint32_t pair, float scale) {
   const __half2_raw h =
       __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffff), __NV_E4M3);
@@ -276,12 +287,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 int LaunchMqaMmaSplits(const float* q, const uint8_t* rows, const int32_t* row_index,
                        const int64_t* offsets, int64_t n_queries, float scale, int splits,
                        float* partial, void* stream) {
+  if (splits < 1 || splits > 65535 || n_queries > 0x7fffffff ||
+      (reinterpret_cast<uintptr_t>(q) & 15) != 0 || (reinterpret_cast<uintptr_t>(rows) & 7) != 0 ||
+      (reinterpret_cast<uintptr_t>(partial) & 7) != 0) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
   if (n_queries <= 0) return 0;
   constexpr size_t kSmemBytes = sizeof(Smem);
-  if (const cudaError_t e = cudaFuncSetAttribute(
-          MqaMmaKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)) {
-    return static_cast<int>(e);
-  }
+  static const cudaError_t attribute =
+      cudaFuncSetAttribute(MqaMmaKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (attribute != cudaSuccess) return static_cast<int>(attribute);
   LaunchKernel(
       MqaMmaKernel,
       dim3(static_cast<unsigned>(n_queries), kMqaMmaHeadBlocks, static_cast<unsigned>(splits)),
