@@ -30,18 +30,8 @@ using testing::ExpectClose;
 
 using testing::DeviceVector;
 
-class DecodeKernelsGpuTest : public ::testing::Test {
+class DecodeKernelsGpuTest : public testing::RandomDataGpuTest {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  std::vector<float> Random(size_t n, float scale = 1.0f) {
-    std::uniform_real_distribution<float> u(-scale, scale);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng_);
-    return v;
-  }
-  std::mt19937 rng_{std::random_device{}()};
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "kernels/cuda_available.h"
@@ -46,6 +47,22 @@ class DeviceVector {
  private:
   T* ptr_ = nullptr;
   size_t size_ = 0;
+};
+
+/// A test on fresh random data each run that skips without a CUDA device: Random(n, scale) draws
+/// n values uniform in [-scale, scale].
+class RandomDataGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  std::vector<float> Random(size_t n, float scale = 1.0f) {
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng_);
+    return v;
+  }
+  std::mt19937 rng_{std::random_device{}()};
 };
 
 /// A test that skips without a CUDA device. ToDevice uploads a host vector (at least 16 bytes

@@ -40,17 +40,8 @@ double WorstError(const std::vector<float>& got, const std::vector<float>& want)
   return worst;
 }
 
-class MqaMmaGpuTest : public ::testing::Test {
+class MqaMmaGpuTest : public testing::RandomDataGpuTest {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  std::vector<float> Random(size_t n, float scale = 1.0f) {
-    std::uniform_real_distribution<float> u(-scale, scale);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng_);
-    return v;
-  }
   // A pool of `total` cache rows: random values, each 64-value block at its own binade (some all
   // zero), packed on the device; `values` gets what the rows hold, unpacked.
   DeviceVector<uint8_t> Pool(int64_t total, std::vector<float>* values) {
@@ -85,7 +76,6 @@ class MqaMmaGpuTest : public ::testing::Test {
                           want.data());
     return want;
   }
-  std::mt19937 rng_{std::random_device{}()};
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
 };
 
