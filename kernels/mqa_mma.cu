@@ -294,9 +294,12 @@ int LaunchMqaMmaSplits(const float* q, const uint8_t* rows, const int32_t* row_i
   }
   if (n_queries <= 0) return 0;
   constexpr size_t kSmemBytes = sizeof(Smem);
-  static const cudaError_t attribute =
-      cudaFuncSetAttribute(MqaMmaKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (attribute != cudaSuccess) return static_cast<int>(attribute);
+  // Set on every launch, not once: the attribute belongs to the current device's copy of the
+  // kernel, and expert parallelism runs a forward on each device.
+  if (const cudaError_t e = cudaFuncSetAttribute(
+          MqaMmaKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)) {
+    return static_cast<int>(e);
+  }
   LaunchKernel(
       MqaMmaKernel,
       dim3(static_cast<unsigned>(n_queries), kMqaMmaHeadBlocks, static_cast<unsigned>(splits)),
