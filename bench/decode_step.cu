@@ -9,6 +9,7 @@
 #include "bench/decode_layer.h"
 #include "kernels/compress.h"
 #include "kernels/expert_fp4.h"
+#include "kernels/expert_fp4_wgmma.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_fp8.h"
 #include "kernels/indexer.h"
@@ -98,7 +99,10 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const bool cuda_core = k.cpu_order || (k.experts == ExpertKernels::kAuto && B == 1) ||
                          (k.experts == ExpertKernels::kCudaCore && B <= 8);
   const int group_rows = !cuda_core ? kernels::kExpertGroupRows : B == 1 ? 1 : 2;
-  const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows);
+  // The folded GEMM's windows: each expert's groups padded to whole ones, as the device forward.
+  const int align =
+      k.experts == ExpertKernels::kFolded && !cuda_core ? kernels::kFoldedWindowGroups : 1;
+  const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows, align);
   float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
   float* route_w = a.Take<float>(pairs);
   int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs),
@@ -118,7 +122,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   if (kernels::RouteTokens(route_logits, route_bias, nullptr, nullptr, B, rp, route_e, route_w,
                            nullptr) ||
       kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, group_rows, d_up, d_down, n_live,
-                                 route_rank, nullptr) ||
+                                 route_rank, nullptr, align) ||
       cudaMemcpy(&live, n_live, sizeof(live), cudaMemcpyDeviceToHost) != cudaSuccess ||
       cudaMemcpy(up_groups.data(), d_up, capacity * sizeof(up_groups[0]), cudaMemcpyDeviceToHost) !=
           cudaSuccess) {
@@ -363,7 +367,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
                                            route_e, route_w, s))
       return e;
     return kernels::BuildExpertGroups(route_e, pairs, kTopK, kExperts, group_rows, d_up, d_down,
-                                      n_live, route_rank, s);
+                                      n_live, route_rank, s, align);
   });
   const double eb = distinct * kExpertBytes, ef = 2.0 * pairs * 3 * kMoeInter * kHidden;
   ex.batch = B;

@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(kRouteThreads)
 }
 
 __global__ void __launch_bounds__(kGroupThreads)
-    GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, int R, ExpertGroup* up,
-                ExpertGroup* down, int32_t* n_groups, int32_t* rank) {
+    GroupKernel(const int32_t* experts, int64_t pairs, int K, int E, int R, int align,
+                ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, int32_t* rank) {
   AwaitProducers();
   __shared__ int cnt[kMaxRouterExperts];
   __shared__ int scan[kGroupThreads];
@@ -160,7 +160,9 @@ __global__ void __launch_bounds__(kGroupThreads)
     if (e >= 0) atomicAdd(&cnt[e], 1);
     __syncthreads();
   }
-  const int groups = tid < E ? (cnt[tid] + R - 1) / R : 0;
+  // An expert's groups, padded with empty ones to a multiple of `align`.
+  auto slots = [&](int e) { return ((cnt[e] + R - 1) / R + align - 1) / align * align; };
+  const int groups = tid < E ? slots(tid) : 0;
   scan[tid] = groups;
   __syncthreads();
   for (int off = 1; off < kGroupThreads; off <<= 1) {  // inclusive scan
@@ -173,14 +175,14 @@ __global__ void __launch_bounds__(kGroupThreads)
   if (tid == kGroupThreads - 1) *n_groups = scan[tid];
   for (int j = 0; j < groups; ++j) {
     up[first + j].expert = down[first + j].expert = tid;
-    up[first + j].rows = down[first + j].rows = min(R, cnt[tid] - j * R);
+    up[first + j].rows = down[first + j].rows = max(0, min(R, cnt[tid] - j * R));
   }
   __syncthreads();
   for (int64_t p = tid; p < pairs; p += kGroupThreads) {
     const int e = experts[p];
     if (e < 0 || e >= E) continue;
     const int r = rank[p];
-    const int g = scan[e] - (cnt[e] + R - 1) / R + r / R;
+    const int g = scan[e] - slots(e) + r / R;
     const int slot = r % R;
     up[g].x_row[slot] = static_cast<int32_t>(p / K);
     up[g].y_row[slot] = down[g].x_row[slot] = down[g].y_row[slot] = static_cast<int32_t>(p);
@@ -268,20 +270,22 @@ int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid
   return cudaGetLastError();
 }
 
-int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows) {
+int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows, int align) {
   const int64_t by_rows = (pairs + group_rows - 1) / group_rows;
-  return std::min<int64_t>(pairs, by_rows + std::min<int64_t>(experts, pairs));
+  const int64_t used = std::min<int64_t>(experts, pairs);  // experts with a group
+  return std::min<int64_t>(pairs, by_rows + used) + (align - 1) * used;
 }
 
 int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
                       int group_rows, ExpertGroup* up, ExpertGroup* down, int32_t* n_groups,
-                      int32_t* rank_scratch, void* stream) {
+                      int32_t* rank_scratch, void* stream, int align) {
   if (n_experts < 1 || n_experts > kMaxRouterExperts || top_k < 1 || pairs < 0 ||
-      pairs > 0x7fffffffll || group_rows < 1 || group_rows > kExpertGroupRows) {
+      pairs > 0x7fffffffll || group_rows < 1 || group_rows > kExpertGroupRows || align < 1 ||
+      align > kMaxGroupAlign) {
     return cudaErrorInvalidValue;
   }
   LaunchKernel(GroupKernel, 1, kGroupThreads, 0, static_cast<cudaStream_t>(stream), experts, pairs,
-               top_k, n_experts, group_rows, up, down, n_groups, rank_scratch);
+               top_k, n_experts, group_rows, align, up, down, n_groups, rank_scratch);
   return cudaGetLastError();
 }
 

@@ -37,8 +37,12 @@ int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid
                   const int32_t* tokens, const RouterParams& p, int32_t* experts, float* weights,
                   ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream);
 
-/// Most groups BuildExpertGroups can write for `pairs` pairs over E experts, group_rows a group.
-int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows);
+/// Most groups BuildExpertGroups can write for `pairs` pairs over E experts, group_rows a group,
+/// each expert's groups padded to a multiple of `align`.
+int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows, int align = 1);
+
+/// The largest `align` BuildExpertGroups takes.
+constexpr int kMaxGroupAlign = 64;
 
 /// Groups the pairs p = t * K + k (experts [pairs]) by expert: expert ascending, each expert's
 /// pairs ascending, group_rows (1..kExpertGroupRows) to a group — the expert kernel's row bound,
@@ -47,11 +51,14 @@ int64_t MaxExpertGroups(int64_t pairs, int experts, int group_rows);
 /// *n_groups (device) receives the count, at most MaxExpertGroups(pairs, E, group_rows); the expert
 /// kernels take it as their live count, so one captured launch serves every routing. Ids lie in [0,
 /// E) (the loader checks tid2eid; the router picks nothing else); a pair outside gets no group.
+/// With align > 1 each expert's groups are followed by empty ones (its id, 0 rows) up to a
+/// multiple of align, so windows of `align` consecutive groups hold one expert each (the folded
+/// GEMM's tiles then never split a window between experts).
 /// rank_scratch holds `pairs` ints. One block: with RouteTokens 7 µs at batch 1, 29 µs at 256 and
 /// 0.8 ms for an 8K-token chunk on the H200 (bench/RESULTS-gpu.md).
 int BuildExpertGroups(const int32_t* experts, int64_t pairs, int top_k, int n_experts,
                       int group_rows, ExpertGroup* up, ExpertGroup* down, int32_t* n_groups,
-                      int32_t* rank_scratch, void* stream);
+                      int32_t* rank_scratch, void* stream, int align = 1);
 
 /// out[t, c] = (sum over token t's pairs (ids in [0, E), as BuildExpertGroups groups them), expert
 /// ascending, equal experts by slot, of y[t * K + k, c] * weights[t * K + k]) + shared[t, c]

@@ -231,6 +231,7 @@ TEST_F(ExpertFp4WgmmaGpuTest, MatchesCpuDequantisedProducts) {
        3},                                         // runs cross windows
       {256, 2048, std::vector<int>(24, 8), 2},     // two experts of many full groups
       {136, 128, {1, 2, 3, 4, 5, 6, 7, 8, 8}, 4},  // one slice; the tile's last rows past `out`
+      {200, 384, {8, 0, 0, 8, 3, 0, 8, 8, 0, 0, 0, 0, 8, 8, 1, 0, 0, 8, 8, 8}, 3},  // empty groups
   };
   for (const Case& c : cases) {
     int total = 0;

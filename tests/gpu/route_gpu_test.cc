@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/model/config.h"
@@ -101,24 +102,28 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
   struct Case {
     int64_t T;
     int group_rows;
+    int align = 1;
   };
-  // 900 x 6 pairs span six chunks of the kernel; group_rows 2 is the CUDA-core GEMV's bound.
-  for (const Case c :
-       {Case{1, 8}, Case{37, 8}, Case{256, 8}, Case{900, 8}, Case{256, 2}, Case{40, 1}}) {
+  // 900 x 6 pairs span six chunks of the kernel; group_rows 2 is the CUDA-core GEMV's bound;
+  // align 8 and 16 pad each expert's groups to the folded GEMM's windows.
+  for (const Case c : {Case{1, 8}, Case{37, 8}, Case{256, 8}, Case{900, 8}, Case{256, 2},
+                       Case{40, 1}, Case{900, 8, 8}, Case{2000, 8, 16}, Case{3, 8, 16}}) {
     const int64_t T = c.T, pairs = T * K;
     const int R = c.group_rows;
+    SCOPED_TRACE("T " + std::to_string(T) + " R " + std::to_string(R) + " align " +
+                 std::to_string(c.align));
     std::vector<int32_t> experts(pairs);
     for (auto& e : experts) {  // a hot set of eight experts takes half the pairs
       e = static_cast<int32_t>(rng_() % 2 ? rng_() % 8 : rng_() % E);
     }
-    const int64_t capacity = kernels::MaxExpertGroups(pairs, E, R);
+    const int64_t capacity = kernels::MaxExpertGroups(pairs, E, R, c.align);
     DeviceVector<int32_t> d_experts(experts);
     auto d_up = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
     auto d_down = DeviceVector<kernels::ExpertGroup>::Poisoned(capacity);
     auto d_count = DeviceVector<int32_t>::Poisoned(1);
     auto d_rank = DeviceVector<int32_t>::Poisoned(pairs);
     ASSERT_EQ(kernels::BuildExpertGroups(d_experts.get(), pairs, K, E, R, d_up.get(), d_down.get(),
-                                         d_count.get(), d_rank.get(), nullptr),
+                                         d_count.get(), d_rank.get(), nullptr, c.align),
               0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<kernels::ExpertGroup> want;
@@ -136,6 +141,11 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
           g.y_row[r] = mine[i + r];
         }
         want.push_back(g);
+      }
+      while (want.size() % c.align != 0) {  // empty groups of the same expert, to a window
+        kernels::ExpertGroup pad{};
+        pad.expert = e;
+        want.push_back(pad);
       }
     }
     ASSERT_EQ(d_count.ToHost()[0], static_cast<int32_t>(want.size())) << "T " << T << " R " << R;
@@ -289,6 +299,11 @@ TEST_F(RouteGpuTest, RejectsBadArguments) {
   EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, 256, kernels::kExpertGroupRows + 1, nullptr,
                                        nullptr, nullptr, nullptr, nullptr),
             0);
+  for (const int align : {0, kernels::kMaxGroupAlign + 1}) {
+    EXPECT_NE(kernels::BuildExpertGroups(nullptr, 6, 6, 256, 8, nullptr, nullptr, nullptr, nullptr,
+                                         nullptr, align),
+              0);
+  }
   EXPECT_NE(kernels::CombineExperts(nullptr, nullptr, nullptr, nullptr, 1, 17, 8, nullptr, nullptr),
             0);
   EXPECT_NE(kernels::CombineExpertsPost(nullptr, nullptr, nullptr, nullptr, 1, 6, 8,

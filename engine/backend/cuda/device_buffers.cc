@@ -62,7 +62,9 @@ Status AllocStepBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
     }
     attn_scratch = std::max(
         attn_scratch, kernels::MqaDecodeScratch(b, c.num_heads, c.head_dim, AttentionSplits(b)));
-    groups = std::max(groups, kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b)));
+    groups = std::max(groups,
+                      kernels::MaxExpertGroups(b * K, E, ExpertGroupRows(b),
+                                               FoldedExpertWindow(plan.folded_experts, b * K, E)));
   }
   const int64_t max_in = MaxProductInput(plan);
   StepBuffers& b = *out;

@@ -119,9 +119,7 @@ int MmaExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capacity, 
   const int64_t rows_padded = kernels::Fp8GemmPaddedRows(rows);
   const int expert_window = kernels::ExpertMmaWindow(pairs, c.n_routed_experts);
   DI_CUDA_TRY(kernels::QuantizeActFp8(b.x, rows, d, b.act8, b.act8_scale, s));
-  // The folded GEMM's tiles of 128 rows x 64 tokens pay off where experts average 64 tokens
-  // (window 8); at decode sizes it is 1.4-2.7x slower than mma.sync (bench/RESULTS-gpu.md).
-  const bool folded = p.folded_experts && expert_window == kernels::kFoldedWindowGroups;
+  const bool folded = FoldedExpertWindow(p.folded_experts, pairs, c.n_routed_experts) > 1;
   if (folded) {
     DI_CUDA_TRY(kernels::Fp4ExpertWgmmaPair(L.w1, L.s1, b.pair_g, L.w3, L.s3, b.pair_u, inter, d,
                                             b.up, capacity, b.act8, b.act8_scale, rows_padded, s,
@@ -176,7 +174,8 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* str
   rp.norm_topk_prob = c.norm_topk_prob;
   rp.routed_scaling = static_cast<float>(c.routed_scaling_factor);
   const int group_rows = ExpertGroupRows(rows);
-  const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows));
+  const int align = FoldedExpertWindow(p.folded_experts, pairs, E);
+  const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows, align));
   if (rows == 1) {  // the groups in the router's launch
     DI_CUDA_TRY(kernels::RouteOneToken(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rp,
                                        b.route_e, b.route_w, b.up, b.down, b.n_live, s));
@@ -184,7 +183,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* str
     DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
                                      b.route_e, b.route_w, s));
     DI_CUDA_TRY(kernels::BuildExpertGroups(b.route_e, pairs, K, E, group_rows, b.up, b.down,
-                                           b.n_live, b.rank, s));
+                                           b.n_live, b.rank, s, align));
   }
   if (p.cpu_order) {
     DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
@@ -207,6 +206,14 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* str
 }  // namespace
 
 int ExpertGroupRows(int rows) { return rows == 1 ? 1 : kernels::kExpertGroupRows; }
+
+// The folded GEMM's tiles of 128 rows x 64 tokens pay off where experts average 64 tokens (window
+// 8); at decode sizes it is 1.4-2.7x slower than mma.sync (bench/RESULTS-gpu.md).
+int FoldedExpertWindow(bool folded_experts, int64_t pairs, int experts) {
+  const bool takes =
+      folded_experts && kernels::ExpertMmaWindow(pairs, experts) == kernels::kFoldedWindowGroups;
+  return takes ? kernels::kFoldedWindowGroups : 1;
+}
 
 int AttentionSplits(int rows) {
   return static_cast<int>(std::clamp<int64_t>((264 + 4 * rows - 1) / (4 * rows), 1, 64));

@@ -136,6 +136,10 @@ int AttentionSplits(int rows);
 /// Rows per expert group at `rows` tokens (kernels/route.h's group_rows): 1 for the CUDA-core
 /// experts of a one-token step, else the tensor-core kernel's 8.
 int ExpertGroupRows(int rows);
+/// The folded GEMM's window (kFoldedWindowGroups) where a step of `pairs` token-expert pairs takes
+/// it (folded_experts and experts averaging 64 tokens or more), else 1. Each expert's groups are
+/// padded to a multiple of it (kernels/route.h's align), so no window is split between experts.
+int FoldedExpertWindow(bool folded_experts, int64_t pairs, int experts);
 /// Compressed rows a query reads at most (besides its window) in the layer whose cache is `c`.
 int64_t CompressedRowsRead(const ModelConfig& cfg, const StepInputs& in, const DeviceLayerCache& c,
                            bool csa);
