@@ -3,6 +3,7 @@
 //   bench_decode [--layers N] [--batches 1,8,64,256] [--contexts 4096,32768,131072] [--reps R]
 //                [--kernels production|cpu-order] [--gemv-max-rows 2] [--prefill TOKENS]
 //                [--experts auto|tensor-cores|cuda-core|folded] [--attention auto|tensor-cores]
+//                [--reserve-gb 2]
 //   bench_prefill [--prefill 8192] [--contexts 8192,32768,131072] ...  (the same, prefill mode)
 // production: parallel reductions, MQA split attention, the batched indexer, experts as the
 // device forward takes them (--experts auto: CUDA cores at batch 1, tensor cores above; or
@@ -143,7 +144,7 @@ bool Report(const char* mode, const char* kind, int batch, long long context,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 0, reps = 5;
+  int layers = 0, reps = 5, reserve_gb = 2;
   deepinfer::bench::StepKernels step_kernels;
 #ifdef DEEPINFER_BENCH_PREFILL
   // bench_prefill: the same layers, one sequence's chunk of tokens instead of a decode batch.
@@ -168,6 +169,8 @@ int main(int argc, char** argv) {
       contexts = ParseList(value.c_str());
     } else if (flag == "--reps") {
       reps = std::atoi(value.c_str());
+    } else if (flag == "--reserve-gb") {  // device memory left outside the arena (a profiler's)
+      reserve_gb = std::atoi(value.c_str());
     } else if (flag == "--prefill") {  // a chunk of N tokens of one sequence
       prefill = true;
       batches = {std::atoll(value.c_str())};
@@ -201,7 +204,11 @@ int main(int argc, char** argv) {
   }
   size_t free_bytes = 0, total = 0;
   cudaMemGetInfo(&free_bytes, &total);
-  DeviceArena arena(free_bytes - (size_t{2} << 30));
+  if (reserve_gb < 1 || (size_t{1} << 30) * reserve_gb >= free_bytes) {
+    std::fprintf(stderr, "bench_decode: --reserve-gb %d leaves no arena\n", reserve_gb);
+    return 2;
+  }
+  DeviceArena arena(free_bytes - (size_t{1} << 30) * reserve_gb);
   // One layer is ~3.6 GB (256 MXFP4 experts); keep ~half of the memory for caches.
   if (layers <= 0) layers = std::max(2, static_cast<int>(free_bytes / 2 / 3.7e9) / 2 * 2);
   std::vector<LayerWeights> weights(layers);
