@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--reps") {
       reps = std::atoi(value.c_str());
     } else if (flag == "--reserve-gb") {  // device memory left outside the arena (a profiler's)
-      reserve_gb = std::atoi(value.c_str());
+      char* end = nullptr;
+      const long gb = std::strtol(value.c_str(), &end, 10);
+      reserve_gb = *end == '\0' && gb >= 1 && gb <= 4096 ? static_cast<int>(gb) : 0;
     } else if (flag == "--prefill") {  // a chunk of N tokens of one sequence
       prefill = true;
       batches = {std::atoll(value.c_str())};
@@ -205,12 +207,14 @@ int main(int argc, char** argv) {
   size_t free_bytes = 0, total = 0;
   cudaMemGetInfo(&free_bytes, &total);
   if (reserve_gb < 1 || (size_t{1} << 30) * reserve_gb >= free_bytes) {
-    std::fprintf(stderr, "bench_decode: --reserve-gb %d leaves no arena\n", reserve_gb);
+    std::fprintf(stderr, "bench_decode: --reserve-gb takes 1 .. %zu (GB of device memory)\n",
+                 free_bytes >> 30);
     return 2;
   }
-  DeviceArena arena(free_bytes - (size_t{1} << 30) * reserve_gb);
-  // One layer is ~3.6 GB (256 MXFP4 experts); keep ~half of the memory for caches.
-  if (layers <= 0) layers = std::max(2, static_cast<int>(free_bytes / 2 / 3.7e9) / 2 * 2);
+  const size_t arena_bytes = free_bytes - (size_t{1} << 30) * reserve_gb;
+  DeviceArena arena(arena_bytes);
+  // One layer is ~3.6 GB (256 MXFP4 experts); keep ~half of the arena for caches.
+  if (layers <= 0) layers = std::max(2, static_cast<int>(arena_bytes / 2 / 3.7e9) / 2 * 2);
   std::vector<LayerWeights> weights(layers);
   for (int l = 0; l < layers; ++l) {
     if (!deepinfer::bench::MakeLayer(arena, l % 2 == 0, 1000u * l, &weights[l])) {

@@ -48,9 +48,10 @@ constexpr int kMaxGroupAlign = 64;
 /// pairs ascending, group_rows (1..kExpertGroupRows) to a group — the expert kernel's row bound,
 /// fixed per captured graph, so no routing can make a group the kernel skips. up[g] multiplies
 /// token rows (x_row = p / K) into pair rows (y_row = p); down[g] maps pair rows to pair rows.
-/// *n_groups (device) receives the count, at most MaxExpertGroups(pairs, E, group_rows); the expert
-/// kernels take it as their live count, so one captured launch serves every routing. Ids lie in [0,
-/// E) (the loader checks tid2eid; the router picks nothing else); a pair outside gets no group.
+/// *n_groups (device) receives the count, at most MaxExpertGroups(pairs, E, group_rows, align);
+/// the expert kernels take it as their live count, so one captured launch serves every routing.
+/// Ids lie in [0, E) (the loader checks tid2eid; the router picks nothing else); a pair outside
+/// gets no group.
 /// With align > 1 each expert's groups are followed by empty ones (its id, 0 rows) up to a
 /// multiple of align, so windows of `align` consecutive groups hold one expert each (the folded
 /// GEMM's tiles then never split a window between experts).

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda_available.h"
@@ -50,11 +51,13 @@ class DeviceVector {
 };
 
 /// A test on fresh random data each run that skips without a CUDA device: Random(n, scale) draws
-/// n values uniform in [-scale, scale].
+/// n values uniform in [-scale, scale]. The seed is recorded in the test's XML (property "seed"),
+/// so a failing draw can be replayed.
 class RandomDataGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    RecordProperty("seed", std::to_string(seed_));
   }
   std::vector<float> Random(size_t n, float scale = 1.0f) {
     std::uniform_real_distribution<float> u(-scale, scale);
@@ -62,7 +65,8 @@ class RandomDataGpuTest : public ::testing::Test {
     for (float& x : v) x = u(rng_);
     return v;
   }
-  std::mt19937 rng_{std::random_device{}()};
+  const uint32_t seed_ = std::random_device{}();
+  std::mt19937 rng_{seed_};
 };
 
 /// A test that skips without a CUDA device. ToDevice uploads a host vector (at least 16 bytes
