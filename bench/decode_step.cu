@@ -62,8 +62,7 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   uint8_t* xq = a.Take<uint8_t>(Bp * kOGroups * kOLora);
   float* xs = a.Take<float>(kernels::Fp8ActScaleCount(Bp, kOGroups * kOLora));
   float* hc_scratch = a.Take<float>(Bp * (kHcMix + 1) * kernels::kHyperSlices);
-  // Attention splits a query's rows over blocks only while there are too few queries to fill
-  // the GPU; the scratch is sized for that.
+  // Attention splits a query's rows while too few queries fill the GPU; scratch sized for it.
   const int max_splits = static_cast<int>(std::clamp<int64_t>((264 + 4 * B - 1) / (4 * B), 1, 64));
   uint16_t* split = a.Take<uint16_t>(2 * Bp * kHidden);  // the bf16 GEMM's activation terms
   float* attn_scratch = a.Take<float>(kernels::MqaDecodeScratch(B, kHeads, kHeadDim, max_splits));
@@ -87,15 +86,12 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int64_t pairs = B * kTopK;
   RoutedExpertsStep ex;
   const bool expert_buffers = TakeRoutedExpertBuffers(a, pairs, &ex);
-  int64_t* positions = a.Take<int64_t>(B);
-  int64_t* offsets = a.Take<int64_t>(B + 1);
-  // Routing runs on the device (router, grouping, the expert kernels' live count, combine). Its
-  // input is fixed random logits, the same for every layer copy, so the experts it picks (and
-  // with them the floor) are read back once here.
-  // The experts' kernels by --experts (StepKernels::experts) and their group bound: the CUDA-core
-  // GEMV (its registers sized by the bound: 1 token at batch 1, 2 up to batch 8) or the mma's 8.
-  // Fixed by the batch, so no routing makes a group the kernel skips (a hot expert takes more
-  // groups).
+  int64_t *positions = a.Take<int64_t>(B), *offsets = a.Take<int64_t>(B + 1);
+  // Routing runs on the device on fixed random logits (the same for every layer copy), so the
+  // experts it picks, and with them the floor, are read back once here.
+  // The experts' kernels by --experts and their group bound, fixed by the batch so that no
+  // routing makes a group the kernel skips: the CUDA-core GEMV's (its registers sized by it: 1
+  // token at batch 1, 2 up to batch 8) or the mma's 8 (a hot expert takes more groups).
   const bool cuda_core = k.cpu_order || (k.experts == ExpertKernels::kAuto && B == 1) ||
                          (k.experts == ExpertKernels::kCudaCore && B <= 8);
   const int group_rows = !cuda_core ? kernels::kExpertGroupRows : B == 1 ? 1 : 2;
@@ -103,8 +99,8 @@ std::vector<Op> DecodeStepOps(DeviceArena& a, bool csa, int B, int64_t context, 
   const int align =
       k.experts == ExpertKernels::kFolded && !cuda_core ? kernels::kFoldedWindowGroups : 1;
   const int64_t capacity = kernels::MaxExpertGroups(pairs, kExperts, group_rows, align);
-  float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts);
-  float* route_w = a.Take<float>(pairs);
+  float *route_logits = a.Take<float>(Bp * kExperts), *route_bias = a.Take<float>(kExperts),
+        *route_w = a.Take<float>(pairs);
   int32_t *route_e = a.Take<int32_t>(pairs), *route_rank = a.Take<int32_t>(pairs),
           *n_live = a.Take<int32_t>(1);
   auto* d_up = a.Take<kernels::ExpertGroup>(capacity);
