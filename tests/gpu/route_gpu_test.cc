@@ -103,18 +103,20 @@ TEST_F(RouteGpuTest, GroupsFollowTheCpuOrder) {
     int64_t T;
     int group_rows;
     int align = 1;
+    bool one_expert = false;  // every pair on one expert: the bound's worst case
   };
   // 900 x 6 pairs span six chunks of the kernel; group_rows 2 is the CUDA-core GEMV's bound;
   // align 8 and 16 pad each expert's groups to the folded GEMM's windows.
   for (const Case c : {Case{1, 8}, Case{37, 8}, Case{256, 8}, Case{900, 8}, Case{256, 2},
-                       Case{40, 1}, Case{900, 8, 8}, Case{2000, 8, 16}, Case{3, 8, 16}}) {
+                       Case{40, 1}, Case{900, 8, 8}, Case{2000, 8, 16}, Case{3, 8, 16},
+                       Case{40, 1, 16, true}, Case{100, 8, 16, true}}) {
     const int64_t T = c.T, pairs = T * K;
     const int R = c.group_rows;
     SCOPED_TRACE("T " + std::to_string(T) + " R " + std::to_string(R) + " align " +
                  std::to_string(c.align));
     std::vector<int32_t> experts(pairs);
     for (auto& e : experts) {  // a hot set of eight experts takes half the pairs
-      e = static_cast<int32_t>(rng_() % 2 ? rng_() % 8 : rng_() % E);
+      e = static_cast<int32_t>(c.one_expert ? 5 : rng_() % 2 ? rng_() % 8 : rng_() % E);
     }
     const int64_t capacity = kernels::MaxExpertGroups(pairs, E, R, c.align);
     DeviceVector<int32_t> d_experts(experts);
