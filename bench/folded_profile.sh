@@ -2,10 +2,10 @@
 # Where the folded expert GEMM's warps wait: Nsight Compute on one gate/up launch inside
 # bench_prefill (8K tokens, 2 layers; --reserve-gb leaves the profiler room to save and restore
 # the launch), the report's key metrics, its stall reasons, and the SASS source view with the
-# stall samples of each instruction (the 40 hottest printed). After `source gpu-bundle/env.sh`
-# (docs/gpu.md), the bundle holding bench_prefill, with the host toolkit's ncu (~1 minute a
-# kernel). KIND is folded (Fp4ExpertWgmmaKernel) or, on branch folded-warp-specialized,
-# folded-ws (Fp4ExpertWsKernel):
+# stall samples of each instruction (the 40 hottest printed) and the instructions executed per
+# opcode. After `source gpu-bundle/env.sh` (docs/gpu.md), the bundle holding bench_prefill, with
+# the host toolkit's ncu (~1 minute a kernel). KIND is folded (Fp4ExpertWgmmaKernel) or, on
+# branch folded-warp-specialized, folded-ws (Fp4ExpertWsKernel):
 #   bench/folded_profile.sh OUT_DIR [KIND...]
 set -uo pipefail
 out=${1:?OUT_DIR}
@@ -66,5 +66,21 @@ total = sum(num(r[samp[0]]) for r in body) or 1
 print('hottest instructions (%s):' % cols[samp[0]])
 for r in sorted(body, key=lambda r: -num(r[samp[0]]))[:40]:
     print('%5.1f%%  %s' % (100 * num(r[samp[0]]) / total, r[src].strip()))
+# Where the issue slots go: warp instructions executed per opcode (the kernel is issue-bound, so
+# this, not the stalls, says what to cut).
+done = [i for i, c in enumerate(cols) if c.strip() == 'Instructions Executed']
+if done:
+    per_op = {}
+    for r in body:
+        text = r[src].strip().split()
+        if text and text[0].startswith('@'):
+            text = text[1:]
+        if text:
+            op = text[0].split('.')[0]
+            per_op[op] = per_op.get(op, 0) + num(r[done[0]])
+    all_ops = sum(per_op.values()) or 1
+    print('warp instructions executed: %.0f' % all_ops)
+    print(' '.join('%s %.1f%%' % (op, 100 * n / all_ops)
+                   for op, n in sorted(per_op.items(), key=lambda kv: -kv[1])[:24]))
 PY
 done
