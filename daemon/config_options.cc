@@ -191,6 +191,13 @@ const std::vector<OptionSpec>& OptionTable() {
       "the rest (a conversation's next turn, when it repeats the earlier one as the same tokens)",
       false},
      SetBool<&C::park_slots>, Same<&C::park_slots>},
+    {{"share_prefixes", "on|off", "on",
+      "with forward slots and park_slots, a prompt that shares a 128-token-aligned prefix with an "
+      "earlier one leaves a copy of its slot there (a donor, kept like a parked slot), and later "
+      "requests with that prefix start from a copy of it: exact; needs a stepper that copies "
+      "slots (the CPU reference does; the device forward not yet)",
+      false},
+     SetBool<&C::share_prefixes>, Same<&C::share_prefixes>},
     {{"folded_experts", "on|off", "off",
       "with forward slots on cuda, steps whose experts average 64 tokens (prompt chunks) take "
       "the folded-scale wgmma GEMM: ~2.8x faster experts, sums within ~1e-3 of their magnitudes "

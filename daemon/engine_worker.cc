@@ -4,7 +4,7 @@
 #include <deque>
 #include <optional>
 
-#include "engine/cache/parked_slots.h"
+#include "engine/cache/slot_reuse.h"
 #include "engine/common/thread_pool.h"
 
 namespace deepinfer {
@@ -56,6 +56,7 @@ void EngineWorker::Loop() {
     std::unique_ptr<RequestState> state;
     uint64_t admitted;     // admission order: the newest is preempted first
     bool started = false;  // has been looked up in the prefix cache and scheduled
+    int64_t share_at = 0;  // slot path: leave a donor after this many tokens (SlotReuse)
   };
   std::vector<Running> running;
   std::deque<Running> preempted;  // back in line before new requests
@@ -81,37 +82,34 @@ void EngineWorker::Loop() {
   uint64_t admissions = 0;
   const uint64_t budget_bytes = options_.cache_memory_bytes;
   PrefixCache prefix_cache(options_.prefix_cache_bytes);
-  ParkedSlots parked(options_.park_slots ? static_cast<size_t>(model_.slots_total()) : 0);
+  SlotReuse reuse(model_, {options_.park_slots, options_.share_prefixes});
   auto publish_slots = [&] {
     stats_.slots_free.store(model_.slots_free(), std::memory_order_relaxed);
-    stats_.slots_parked.store(static_cast<int64_t>(parked.size()), std::memory_order_relaxed);
+    stats_.slots_parked.store(static_cast<int64_t>(reuse.parked()), std::memory_order_relaxed);
+    stats_.slots_shared.store(static_cast<int64_t>(reuse.donors()), std::memory_order_relaxed);
   };
   // A request (new or preempted) starts from the longest cached prefix of what it has seen. On
-  // the slot path that is the longest parked sequence its context extends; without one it needs
-  // a slot of its own, for which parked slots give way (the one parked longest ago first).
-  auto resume = [&](RequestState& st) {
+  // the slot path that is the longest parked sequence or donor its context extends (SlotReuse);
+  // without one it needs a slot of its own, for which parked slots give way.
+  auto resume = [&](Running& run) {
+    RequestState& st = *run.state;
     if (model_.slots_total() > 0) {
-      SequenceState state;
-      if (parked.Take(st.context(), &state) > 0) {
-        st.ResumeFrom(std::move(state));
-      } else if (st.seq().slot.slot() < 0) {
-        // Parked states another request of this step is about to continue give way last.
-        const auto wanted = [&](std::span<const int32_t> key) {
-          for (const Running& r : running) {
-            const std::span<const int32_t> ctx = r.state->context();
-            if (!r.started && r.state.get() != &st && key.size() < ctx.size() &&
-                std::equal(key.begin(), key.end(), ctx.begin())) {
-              return true;
-            }
+      // Parked states another request of this step is about to continue give way last.
+      const auto wanted = [&](std::span<const int32_t> key) {
+        for (const Running& r : running) {
+          const std::span<const int32_t> ctx = r.state->context();
+          if (!r.started && r.state.get() != &st && key.size() < ctx.size() &&
+              std::equal(key.begin(), key.end(), ctx.begin())) {
+            return true;
           }
-          return false;
-        };
-        while (model_.slots_free() == 0 && parked.DropOldest(wanted)) {
         }
-        st.ResumeFrom(model_.NewSequence());
-      }
-      stats_.prefix_cache_hit_tokens.store(parked.hit_tokens(), std::memory_order_relaxed);
-      stats_.prefix_cache_lookup_tokens.store(parked.lookup_tokens(), std::memory_order_relaxed);
+        return false;
+      };
+      SequenceState seq = std::move(st.seq());
+      reuse.Start(st.context(), wanted, &seq, &run.share_at);
+      st.ResumeFrom(std::move(seq));
+      stats_.prefix_cache_hit_tokens.store(reuse.hit_tokens(), std::memory_order_relaxed);
+      stats_.prefix_cache_lookup_tokens.store(reuse.lookup_tokens(), std::memory_order_relaxed);
       publish_slots();
       return;
     }
@@ -122,14 +120,24 @@ void EngineWorker::Loop() {
                                             std::memory_order_relaxed);
   };
   // A request about to start waits while a started request is still prefilling a block-aligned
-  // prefix they share, so it resumes from that snapshot instead of computing the prefix again.
-  // Only started requests are waited on, and they never wait, so this cannot deadlock.
+  // prefix they share, so it resumes from that snapshot (on the slot path: from the donor the
+  // other leaves at its share_at) instead of computing the prefix again. Only started requests
+  // are waited on, and they never wait, so this cannot deadlock.
   auto shares_prefix_in_flight = [&](size_t i) {
-    if (options_.prefix_cache_bytes == 0) return false;
+    const bool donors = reuse.sharing();
+    if (options_.prefix_cache_bytes == 0 && !donors) return false;
     const std::span<const int32_t> ctx = running[i].state->context();
     for (size_t j = 0; j < running.size(); ++j) {
       if (j == i || !running[j].started || !running[j].state->prefilling()) continue;
       const std::span<const int32_t> other = running[j].state->context();
+      if (donors) {
+        const int64_t at = running[j].share_at;
+        if (at > 0 && running[j].state->seq().length<at&& static_cast<int64_t>(ctx.size())> at &&
+            std::equal(other.begin(), other.begin() + at, ctx.begin())) {
+          return true;
+        }
+        continue;
+      }
       const size_t n = std::min(ctx.size() - 1, other.size());
       const size_t common = static_cast<size_t>(
           std::mismatch(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(n), other.begin())
@@ -155,11 +163,11 @@ void EngineWorker::Loop() {
     running[i].job->on_done(r);
     // On the slot path an ended (or cancelled) request's slot stays parked for its next turn;
     // after an error its state is undefined and goes.
-    if (r.ok() && parked.capacity() > 0) {
+    if (r.ok() && reuse.parking()) {
       SequenceState& seq = running[i].state->seq();
       std::vector<int32_t> fed = running[i].state->TakeContext();  // the request is ending
       fed.resize(static_cast<size_t>(seq.length));
-      parked.Park(std::move(fed), std::move(seq));
+      reuse.Park(std::move(fed), std::move(seq));
     }
     running[i] = std::move(running.back());
     running.pop_back();
@@ -273,10 +281,11 @@ void EngineWorker::Loop() {
         if (pass == 1 && budget <= 0 && !items.empty()) break;
         if (!running[i].started) {
           if (shares_prefix_in_flight(i)) continue;
-          resume(st);
+          resume(running[i]);
           running[i].started = true;
         }
-        std::span<const int32_t> in = st.NextInput(budget, options_.prefix_cache_bytes > 0);
+        std::span<const int32_t> in =
+            st.NextInput(budget, options_.prefix_cache_bytes > 0, running[i].share_at);
         budget -= static_cast<int64_t>(in.size());
         prefilled[i] = pass == 1;
         if (static_cast<size_t>(st.seq().length) + in.size() == st.context().size()) {
@@ -350,6 +359,7 @@ void EngineWorker::Loop() {
       // A prefill chunk that ended on a block boundary leaves a state worth keeping (even a
       // one-token chunk, which is what a nearly spent step budget leaves).
       const SequenceState& seq = running[i].state->seq();
+      if (prefilled[i]) reuse.Stepped(running[i].state->context(), seq, running[i].share_at);
       if (prefilled[i] && seq.length % PrefixCache::kBlock == 0) {
         prefix_cache.Insert(running[i].state->context().first(seq.length), seq);
         stats_.prefix_cache_bytes.store(prefix_cache.bytes(), std::memory_order_relaxed);

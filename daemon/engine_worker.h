@@ -55,6 +55,7 @@ struct EngineStats {
   std::atomic<int64_t> slots_total{0};
   std::atomic<int64_t> slots_free{0};
   std::atomic<int64_t> slots_parked{0};  // held by ended sequences for their next turn
+  std::atomic<int64_t> slots_shared{0};  // held by donors of shared prompt prefixes
   // Step timing: model time per step, and the gap between one step's end and the next one's
   // start while requests keep running (the device idles there unless the loop overlaps).
   std::atomic<uint64_t> forward_ns_total{0};
@@ -72,9 +73,10 @@ class EngineWorker {
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
     uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
     uint64_t prefix_cache_bytes = 0;  // snapshots of prefixes at 128-token boundaries; 0 = off
-    bool park_slots = true;    // slot path: ended sequences stay in their slots (ParkedSlots)
-    bool overlap = true;       // prepare the next step (masks, new requests) while the model runs
-    int sampling_threads = 1;  // requests of a step sample in parallel (the model is idle then)
+    bool park_slots = true;      // slot path: ended sequences stay in their slots (ParkedSlots)
+    bool share_prefixes = true;  // slot path: donors for prefixes prompts share (SlotReuse)
+    bool overlap = true;         // prepare the next step (masks, new requests) while the model runs
+    int sampling_threads = 1;    // requests of a step sample in parallel (the model is idle then)
   };
   EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
   EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)

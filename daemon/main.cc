@@ -119,6 +119,11 @@ int Run(int argc, char** argv) {
   engine_options.cache_memory_bytes = cfg.cache_memory_bytes;
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
   engine_options.park_slots = cfg.park_slots;
+  engine_options.share_prefixes = cfg.share_prefixes;
+  if (cfg.share_prefixes && cfg.park_slots && model.slots_total() > 0 &&
+      !model.copies_sequences()) {
+    spdlog::warn("share_prefixes: off, this slot stepper cannot copy slots");
+  }
   engine_options.overlap = cfg.overlap;
   engine_options.sampling_threads = threads;
   EngineWorker engine(model, tokenizer.get(), engine_options);

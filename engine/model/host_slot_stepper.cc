@@ -28,6 +28,17 @@ Status HostSlotStepper::ResetSlot(int slot) {
   return Status::Ok();
 }
 
+Status HostSlotStepper::CopySlot(int from, int to) {
+  if (faulted_.load(std::memory_order_acquire)) return fault_;
+  if (from < 0 || from >= slots() || to < 0 || to >= slots()) {
+    return InvalidArgument("slot out of range");
+  }
+  if (from == to) return InvalidArgument("a slot copied onto itself");
+  states_[to] = states_[from];  // the compressed rows' blocks are shared, copied on write
+  lengths_[to] = lengths_[from];
+  return Status::Ok();
+}
+
 int64_t HostSlotStepper::length(int slot) const {
   return slot >= 0 && slot < slots() ? lengths_[slot] : -1;
 }

@@ -31,6 +31,8 @@ class HostSlotStepper : public SlotStepper {
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
               std::span<const int32_t> logit_rows, float* logits) override;
   Status fault() const override;
+  bool CopiesSlots() const override { return true; }
+  Status CopySlot(int from, int to) override;
 
   /// Testing hook: after `steps` more valid steps, the next one fails as a device fault does on
   /// the device forward — it and every later Step and ResetSlot return the fault, which fault()

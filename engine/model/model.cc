@@ -55,6 +55,17 @@ SequenceState Model::NewSequence() const {
   return s;
 }
 
+Result<SequenceState> Model::CopySequence(const SequenceState& from) const {
+  if (!copies_sequences()) return Unimplemented("sequences are copied on the slot path only");
+  if (from.slot.slot() < 0) return InvalidArgument("the sequence to copy holds no slot");
+  SequenceState s;
+  s.slot = SlotLease(slot_pool_, slot_pool_->Take());
+  if (s.slot.slot() < 0) return InvalidArgument("no free slot to copy a sequence into");
+  DI_RETURN_IF_ERROR(stepper_->CopySlot(from.slot.slot(), s.slot.slot()));
+  s.length = from.length;
+  return s;
+}
+
 Status Model::Forward(SequenceState& seq, std::span<const int32_t> tokens, float* logits,
                       float* streams) {
   BatchItem item{&seq, tokens, logits, streams};

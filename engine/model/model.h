@@ -55,6 +55,12 @@ class Model {
   /// A fresh sequence with empty caches (on the slot path: with a slot, or with none when all are
   /// leased, which its first step reports).
   SequenceState NewSequence() const;
+  /// Whether CopySequence works: on the slot path, when the stepper copies slots.
+  bool copies_sequences() const { return stepper_ != nullptr && stepper_->CopiesSlots(); }
+  /// On the slot path, a second sequence that continues exactly as `from` would: a free slot
+  /// leased and given a copy of `from`'s slot. An error when no slot is free or the stepper
+  /// cannot copy; `from` is unchanged either way.
+  Result<SequenceState> CopySequence(const SequenceState& from) const;
   /// The blocks holding every sequence's compressed rows and indexer keys.
   BlockPool::Stats block_pool_stats() const { return pool_->stats(); }
 

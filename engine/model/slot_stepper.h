@@ -42,6 +42,16 @@ class SlotStepper {
   /// A fault that stops every later call (the device forward's device fault), else Ok. Any
   /// thread may ask, also while a step runs.
   virtual Status fault() const { return Status::Ok(); }
+  /// Whether CopySlot works here (the engine shares prompt prefixes between requests with it).
+  virtual bool CopiesSlots() const { return false; }
+  /// Makes slot `to` hold what slot `from` holds — caches, window ring, compressor partial
+  /// windows, length — so that both continue as the same sequence would. `from` is unchanged;
+  /// from == to or a slot out of range is an error that changes nothing.
+  virtual Status CopySlot(int from, int to) {
+    (void)from;
+    (void)to;
+    return Unimplemented("this slot stepper cannot copy slots");
+  }
 };
 
 /// The limits a step's rows are checked against.

@@ -99,7 +99,8 @@ void RequestState::JumpForward() {
   }
 }
 
-std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_block) {
+std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_block,
+                                                 int64_t stop_at) {
   const size_t done = static_cast<size_t>(seq_.length);
   size_t n = std::min<size_t>(context_.size() - done, std::max<int64_t>(budget, 1));
   // With stop_at_block a chunk ends at the first 128-token boundary it reaches, so that the
@@ -113,6 +114,9 @@ std::span<const int32_t> RequestState::NextInput(int64_t budget, bool stop_at_bl
   } else if (done + n < context_.size()) {
     const size_t aligned = (done + n) / kBlock * kBlock;
     if (aligned > done) n = aligned - done;
+  }
+  if (stop_at > static_cast<int64_t>(done) && stop_at < static_cast<int64_t>(done + n)) {
+    n = static_cast<size_t>(stop_at) - done;
   }
   return std::span<const int32_t>(&context_[done], n);
 }

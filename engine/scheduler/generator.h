@@ -59,8 +59,10 @@ class RequestState {
   /// The tokens for the next step: up to `budget` (at least one) of those the model has not
   /// seen — prompt chunks, then the token sampled last.
   /// With stop_at_block, a chunk ends at the first 128-token boundary it reaches (so the state
-  /// at every boundary can be snapshotted for the prefix cache).
-  std::span<const int32_t> NextInput(int64_t budget, bool stop_at_block = false);
+  /// at every boundary can be snapshotted for the prefix cache); a chunk that would pass position
+  /// stop_at ends there (the slot path's copy of a shared prefix; 0: none).
+  std::span<const int32_t> NextInput(int64_t budget, bool stop_at_block = false,
+                                     int64_t stop_at = 0);
   /// Frees the cache state; the request continues later by recomputing its prompt and output
   /// (exactly, since the forward does not depend on how a sequence is split).
   void Preempt() {

@@ -130,6 +130,67 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
   EXPECT_EQ(plain_answer, reference.tokens);
 }
 
+// Unrelated requests with one system prompt (200 tokens, so one 128-token boundary inside it):
+// the first records its prefixes, the second shares the boundary and leaves a donor there, the
+// third and fourth start from copies of the donor — and every request's tokens are the layers
+// forward's. Without share_prefixes nothing is shared.
+TEST_F(DaemonTest, RequestsSharingASystemPromptStartFromADonor) {
+  std::vector<int32_t> system_prompt(200);
+  for (size_t i = 0; i < system_prompt.size(); ++i) {
+    system_prompt[i] = static_cast<int32_t>((7 + 13 * i) % 500);
+  }
+  auto prompt = [&](uint64_t id) {
+    std::vector<int32_t> p = system_prompt;
+    for (size_t i = 0; i < 10 + 5 * id; ++i) p.push_back(static_cast<int32_t>(id * 37 + i) % 500);
+    return p;
+  };
+  // Four requests one after another; their tokens and the status once idle.
+  auto run = [&](const std::string& sock, std::vector<std::string> flags, const std::string& idle) {
+    Daemon d(dir_ / "model", sock, flags);
+    auto c = client::Client::Connect(sock);
+    EXPECT_TRUE(c.ok());
+    std::vector<std::vector<int32_t>> answers;
+    if (!c.ok()) return std::make_pair(answers, std::string());
+    for (uint64_t id = 1; id <= 4; ++id) {
+      EXPECT_TRUE((*c)->Generate(Request(id, prompt(id), 5)).ok());
+      const Ended e = DrainOne(**c);
+      EXPECT_TRUE(EndedDone(e)) << id;
+      answers.push_back(e.tokens);
+    }
+    const Result<std::string> status = StatusOnceItHas(**c, idle);
+    EXPECT_TRUE(status.ok());
+    return std::make_pair(answers, status.ok() ? *status : std::string());
+  };
+  const std::vector<std::string> slots = {
+      "--forward",           "slots", "--prefix-cache-bytes", "0",   "--batch-requests", "3",
+      "--step-token-budget", "64",    "--slot-context",       "512", "--warmup",         "off"};
+  // Idle with sharing: the donor and two parked slots (the last two requests' slots; the
+  // copies for requests 3 and 4 each took the slot parked longest ago).
+  const std::string shared_idle = "\"slots_free\":0,\"slots_parked\":2,\"slots_shared\":1";
+  const auto [shared, shared_status] = run(dir_ / "shared.sock", slots, shared_idle);
+  std::vector<std::string> off = slots;
+  off.insert(off.end(), {"--share-prefixes", "off"});
+  const auto [plain, plain_status] = run(dir_ / "plain.sock", off, "\"slots_parked\":3");
+  EXPECT_NE(shared_status.find(shared_idle), std::string::npos) << shared_status;
+  // Requests 3 and 4 each resumed 128 tokens from the donor.
+  EXPECT_NE(shared_status.find("\"prefix_cache_hit_tokens\":256,"), std::string::npos)
+      << shared_status;
+  EXPECT_NE(plain_status.find("\"prefix_cache_hit_tokens\":0,"), std::string::npos) << plain_status;
+  EXPECT_NE(plain_status.find("\"slots_shared\":0"), std::string::npos) << plain_status;
+  Daemon layers(dir_ / "model", dir_ / "layers.sock", {"--warmup", "off"});
+  auto c = client::Client::Connect(dir_ / "layers.sock");
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(shared.size(), 4u);
+  ASSERT_EQ(plain.size(), 4u);
+  for (uint64_t id = 1; id <= 4; ++id) {
+    ASSERT_TRUE((*c)->Generate(Request(id, prompt(id), 5)).ok());
+    const Ended reference = DrainOne(**c);
+    ASSERT_TRUE(EndedDone(reference));
+    EXPECT_EQ(shared[id - 1], reference.tokens) << "request " << id;
+    EXPECT_EQ(plain[id - 1], reference.tokens) << "request " << id;
+  }
+}
+
 // `deepinfer bench --turns`: each client's requests are one conversation (opening with the
 // client's own token), so from the second turn on every request continues its client's parked
 // slot. Turn 2 resumes after turn 1's 5 prompt and 3 of its 4 answer tokens (8), turn 3 after

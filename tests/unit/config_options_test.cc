@@ -69,6 +69,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "forward",
                                           "slot_context",
                                           "park_slots",
+                                          "share_prefixes",
                                           "folded_experts",
                                           "overlap",
                                           "watchdog",

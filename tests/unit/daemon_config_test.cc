@@ -152,6 +152,8 @@ TEST_F(DaemonConfigTest, EveryFlag) {
                   "8192",
                   "--park-slots",
                   "off",
+                  "--share-prefixes",
+                  "off",
                   "--folded-experts",
                   "on"});
   ASSERT_TRUE(c.ok()) << Error(c);
@@ -181,6 +183,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->forward, "slots");
   EXPECT_EQ(c->slot_context, 8192u);
   EXPECT_FALSE(c->park_slots);
+  EXPECT_FALSE(c->share_prefixes);
   EXPECT_TRUE(c->folded_experts);
   // Every option but two differs from its default, so the test covers the whole table: the
   // tokenizer, and cache_memory_bytes, which the slot path refuses (parsed just below).

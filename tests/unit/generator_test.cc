@@ -192,6 +192,11 @@ TEST_F(GeneratorTest, PrefillChunksStopAtEveryBlockBoundary) {
   RequestState plain(*model_, nullptr, 2, p);
   EXPECT_EQ(plain.NextInput(512).size(), 300u);
   EXPECT_EQ(plain.NextInput(280).size(), 256u);
+  // A chunk that would pass stop_at (a shared prefix's copy point) ends there, and only then.
+  EXPECT_EQ(plain.NextInput(512, false, 100).size(), 100u);
+  EXPECT_EQ(plain.NextInput(64, false, 100).size(), 64u);
+  EXPECT_EQ(plain.NextInput(512, true, 100).size(), 100u);
+  EXPECT_EQ(plain.NextInput(512, false, 300).size(), 300u);  // the end: nothing to stop
 }
 
 TEST_F(GeneratorTest, ValidationNamesTheField) {

@@ -20,11 +20,7 @@ class ParkedSlotsTest : public testing::TinyModelTest {
  protected:
   void SetUp() override {
     TinyModelTest::SetUp();
-    if (HasFatalFailure()) return;
-    inner_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
-    slotted_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
-    stepper_ = std::make_unique<HostSlotStepper>(*inner_, 3, 64, 16, 256);
-    slotted_->UseSlots(stepper_.get());
+    if (!HasFatalFailure()) MakeSlotted(3, 64, 16, 256);
   }
   // A slotted sequence fed `tokens` in chunks of at most 16.
   SequenceState Fed(std::span<const int32_t> tokens) {
@@ -35,8 +31,6 @@ class ParkedSlotsTest : public testing::TinyModelTest {
     }
     return s;
   }
-  std::unique_ptr<Model> inner_, slotted_;
-  std::unique_ptr<HostSlotStepper> stepper_;
 };
 
 // The next turn of a conversation: its context repeats the parked tokens and adds more. It
@@ -130,6 +124,65 @@ TEST_F(ParkedSlotsTest, DroppingGivesTheSlotsBack) {
   ParkedSlots none(0);
   none.Park(a, Fed(a));
   EXPECT_EQ(none.size(), 0u);
+}
+
+// A donor (a copy of a sequence's slot under the tokens it held) is copied for every request that
+// extends its tokens and stays: each copy continues as the forward from scratch would, bit for
+// bit, while the sequence it was copied from moves on undisturbed. Without a copier, or with no
+// slot free for the copy, nothing is taken and the donor stays.
+TEST_F(ParkedSlotsTest, ADonorIsCopiedForEachRequestAndStays) {
+  ParkedSlots parked(3);
+  const std::vector<int32_t> system = Tokens(32, 6);
+  SequenceState running = Fed(system);
+  Result<SequenceState> donor = slotted_->CopySequence(running);
+  ASSERT_TRUE(donor.ok()) << donor.status().ToString();
+  EXPECT_EQ(donor->length, 32);
+  parked.Share(system, std::move(donor).value());
+  parked.Share(system, Fed(system));  // the same tokens again: the first donor stays
+  EXPECT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked.shared(), 1u);
+  EXPECT_TRUE(parked.Shares(system));
+  // The running sequence moves on: the donor's copy must not see its new rows.
+  const std::vector<int32_t> more = Tokens(9, 7);
+  ASSERT_TRUE(slotted_->Forward(running, more, nullptr, nullptr).ok());
+  Model plain(*ck_, *cpu_, Numerics::kReference);
+  const ParkedSlots::Copier copy = [&](const SequenceState& d) {
+    return slotted_->CopySequence(d);
+  };
+  for (int32_t seed : {8, 9}) {  // two requests with the system prompt and their own question
+    std::vector<int32_t> ctx = system;
+    const std::vector<int32_t> question = Tokens(11, seed);
+    ctx.insert(ctx.end(), question.begin(), question.end());
+    EXPECT_EQ(parked.Find(ctx).length, 32);
+    EXPECT_TRUE(parked.Find(ctx).shared);
+    SequenceState got;
+    EXPECT_EQ(parked.Take(ctx, &got), 0);  // donors need a copier
+    ASSERT_EQ(parked.Take(ctx, &got, copy), 32);
+    EXPECT_EQ(got.length, 32);
+    std::vector<float> logits(11 * V_), want(ctx.size() * V_);
+    ASSERT_TRUE(slotted_->Forward(got, question, logits.data(), nullptr).ok());
+    SequenceState p = plain.NewSequence();
+    ASSERT_TRUE(plain.Forward(p, ctx, want.data(), nullptr).ok());
+    EXPECT_EQ(std::memcmp(logits.data(), &want[32 * V_], logits.size() * sizeof(float)), 0);
+    EXPECT_EQ(parked.shared(), 1u);  // the donor stays
+  }
+  EXPECT_EQ(parked.hit_tokens(), 64u);
+  // Every slot leased (running, the donor, `hold`): the copy fails, nothing is taken.
+  SequenceState hold = slotted_->NewSequence();
+  EXPECT_EQ(slotted_->slots_free(), 0);
+  std::vector<int32_t> ctx = system;
+  ctx.push_back(3);
+  SequenceState got;
+  Status why;
+  EXPECT_EQ(parked.Take(ctx, &got, copy, &why), 0);
+  EXPECT_FALSE(why.ok());
+  EXPECT_EQ(parked.shared(), 1u);
+  EXPECT_EQ(parked.hit_tokens(), 64u);
+  // Dropped as a parked state is, the donor gives its slot back.
+  hold = SequenceState();
+  EXPECT_TRUE(parked.DropOldest());
+  EXPECT_EQ(parked.shared(), 0u);
+  EXPECT_EQ(slotted_->slots_free(), 2);
 }
 
 }  // namespace

@@ -173,6 +173,55 @@ TEST_F(SlotPathTest, EndedSequencesFreeTheirSlotsForFreshOnes) {
   EXPECT_EQ(std::memcmp(first.data(), again.data(), V_ * sizeof(float)), 0);
 }
 
+// A copied slot continues as its source would, and each of the two then goes its own way (a step
+// on one leaves the other's rows alone); copies onto itself or out of range change nothing. The
+// Model's CopySequence leases the copy's slot and says why when it cannot.
+TEST_F(SlotPathTest, ACopiedSlotContinuesAsItsSource) {
+  Model inner(*ck_, *cpu_, Numerics::kExact), slotted(*ck_, *cpu_, Numerics::kExact);
+  HostSlotStepper stepper(inner, 3, 16, 16, 128);
+  EXPECT_TRUE(stepper.CopiesSlots());
+  const std::vector<int32_t> a = Tokens(12, 6), b = Tokens(3, 7), c = Tokens(3, 8);
+  const std::vector<int32_t> on0(12, 0);
+  std::vector<float> every(12 * V_);
+  ASSERT_TRUE(stepper.Step(on0, a, every.data()).ok());
+  ASSERT_EQ(stepper.length(0), 12);
+  EXPECT_EQ(stepper.CopySlot(0, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(stepper.CopySlot(0, 3).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(stepper.CopySlot(-1, 1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(stepper.length(1), 0);
+  ASSERT_TRUE(stepper.CopySlot(0, 1).ok());
+  EXPECT_EQ(stepper.length(1), 12);
+  // Slot 0 takes b, slot 1 takes c: each as a plain Model after a + b, a + c.
+  const std::vector<int32_t> on0_3(3, 0), on1_3(3, 1);
+  std::vector<float> got_b(3 * V_), got_c(3 * V_), want(15 * V_);
+  ASSERT_TRUE(stepper.Step(on0_3, b, got_b.data()).ok());
+  ASSERT_TRUE(stepper.Step(on1_3, c, got_c.data()).ok());
+  for (const auto& [tail, got] : {std::pair{&b, &got_b}, std::pair{&c, &got_c}}) {
+    Model plain(*ck_, *cpu_, Numerics::kExact);
+    SequenceState p = plain.NewSequence();
+    std::vector<int32_t> all = a;
+    all.insert(all.end(), tail->begin(), tail->end());
+    ASSERT_TRUE(plain.Forward(p, all, want.data(), nullptr).ok());
+    EXPECT_EQ(std::memcmp(got->data(), &want[12 * V_], got->size() * sizeof(float)), 0);
+  }
+  // Through the Model: a copy leases a free slot and holds the source's length.
+  slotted.UseSlots(&stepper);
+  EXPECT_TRUE(slotted.copies_sequences());
+  SequenceState s = slotted.NewSequence();
+  ASSERT_TRUE(slotted.Forward(s, a, nullptr, nullptr).ok());
+  Result<SequenceState> copy = slotted.CopySequence(s);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_NE(copy->slot.slot(), s.slot.slot());
+  EXPECT_EQ(copy->length, 12);
+  EXPECT_EQ(stepper.length(copy->slot.slot()), 12);
+  SequenceState third = slotted.NewSequence();  // every slot leased now
+  EXPECT_EQ(slotted.CopySequence(s).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(slotted.CopySequence(SequenceState()).status().code(), ErrorCode::kInvalidArgument);
+  Model plain(*ck_, *cpu_, Numerics::kExact);  // no slots: nothing to copy into
+  EXPECT_FALSE(plain.copies_sequences());
+  EXPECT_EQ(plain.CopySequence(s).status().code(), ErrorCode::kUnimplemented);
+}
+
 // The injected fault (the device forward's fault on the CPU reference): valid steps count down
 // to it, a refused step does not count, and from the fault on every Step and ResetSlot returns
 // it and fault() reports it.

@@ -1,5 +1,6 @@
-// A test fixture with the default tiny checkpoint loaded, a 2-thread CPU backend and token
-// sequences made from it, for the slot-path tests that compare models over the same weights.
+// A test fixture with the default tiny checkpoint loaded, a 2-thread CPU backend, token sequences
+// made from it and, on request, a Model on the slot path over the CPU reference stepper — for the
+// slot-path tests that compare models over the same weights.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/model/host_slot_stepper.h"
+#include "engine/model/model.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "engine/model/weights.h"
 #include "tests/unit/test_util.h"
@@ -30,10 +33,19 @@ class TinyModelTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13 + salt * 101) % V_);
     return t;
   }
+  /// slotted_: a reference-numerics Model on the slot path, over stepper_'s slots of inner_.
+  void MakeSlotted(int slots, int max_rows, int max_chunk, int64_t max_context) {
+    inner_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    slotted_ = std::make_unique<Model>(*ck_, *cpu_, Numerics::kReference);
+    stepper_ = std::make_unique<HostSlotStepper>(*inner_, slots, max_rows, max_chunk, max_context);
+    slotted_->UseSlots(stepper_.get());
+  }
   TempDir dir_;
   std::unique_ptr<Checkpoint> ck_;
   int64_t V_ = 0;
   std::unique_ptr<Backend> cpu_ = MakeCpuBackend(2);
+  std::unique_ptr<Model> inner_, slotted_;
+  std::unique_ptr<HostSlotStepper> stepper_;
 };
 
 }  // namespace deepinfer::testing
