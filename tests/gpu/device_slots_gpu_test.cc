@@ -2,9 +2,11 @@
 // what the engine runs with `deepinferd --forward slots --device cuda`. With CPU-order kernels,
 // batches mixing prompt chunks (logits of their last row only) and decode rows give the plain CPU
 // Model's logits bit for bit, a slot reused after its sequence ended starts empty, and a parked
-// sequence continued by a later request picks up where it stopped.
+// sequence continued by a later request picks up where it stopped, and a copied slot continues
+// as its source would.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -102,6 +104,45 @@ TEST_F(DeviceSlotsTest, AParkedSequenceContinuesOnItsDeviceSlot) {
   SequenceState p = plain.NewSequence();
   ASSERT_TRUE(plain.Forward(p, turn, want.data(), nullptr).ok());
   EXPECT_EQ(std::memcmp(got.data(), &want[30 * V_], got.size() * sizeof(float)), 0);
+}
+
+// A copy of a device slot (CopySlot through Model::CopySequence: what the engine's donors of
+// shared prefixes take) continues as its source would: after a 40-token prefix (compressed rows,
+// a partial compressor window, the ring) the source and the copy take different tokens in one
+// step, and each gives the plain CPU Model's logits over its whole context.
+TEST_F(DeviceSlotsTest, ACopiedDeviceSlotContinuesAsItsSource) {
+  Model& on_slots = *on_slots_;
+  Model& plain = *plain_;
+  ASSERT_TRUE(on_slots.copies_sequences());
+  std::vector<int32_t> prefix(40), x(10), y(10);
+  for (auto* v : {&prefix, &x, &y}) {
+    for (auto& t : *v) t = static_cast<int32_t>(rng_() % V_);
+  }
+  SequenceState source = on_slots.NewSequence();
+  for (size_t i = 0; i < prefix.size(); i += 16) {
+    const size_t n = std::min<size_t>(16, prefix.size() - i);
+    ASSERT_TRUE(on_slots.Forward(source, std::span(prefix).subspan(i, n), nullptr, nullptr).ok());
+  }
+  Result<SequenceState> copy = on_slots.CopySequence(source);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ(copy->length, 40);
+  EXPECT_EQ(dev_->length(copy->slot.slot()), 40);
+  EXPECT_EQ(dev_->CopySlot(0, 0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(dev_->CopySlot(0, 2).code(), ErrorCode::kInvalidArgument);
+  std::vector<float> got(20 * V_), want(50 * V_);
+  BatchItem items[2] = {{&source, x, got.data(), nullptr, false},
+                        {&copy.value(), y, &got[10 * V_], nullptr, false}};
+  const Status st = on_slots.ForwardBatch(items);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int32_t> all = prefix;
+    const std::vector<int32_t>& tail = k == 0 ? x : y;
+    all.insert(all.end(), tail.begin(), tail.end());
+    SequenceState p = plain.NewSequence();
+    ASSERT_TRUE(plain.Forward(p, all, want.data(), nullptr).ok());
+    EXPECT_EQ(std::memcmp(&got[k * 10 * V_], &want[40 * V_], 10 * V_ * sizeof(float)), 0)
+        << (k == 0 ? "the source" : "the copy");
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/device_branches.h"
 #include "engine/backend/cuda/device_step.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/slot_caches.h"
 #include "engine/backend/cuda/step_rows.h"
 #include "kernels/forward_glue.h"
 
@@ -102,6 +103,19 @@ class DeviceForwardImpl final : public DeviceForward {
     if (slot < 0 || slot >= opt_.slots) return InvalidArgument("slot out of range");
     Status st = ResetSlotState(slot);
     if (st.ok()) st = CudaStatus(cudaStreamSynchronize(stream_), "reset");
+    return Guard(std::move(st));
+  }
+
+  bool CopiesSlots() const override { return true; }
+  Status CopySlot(int from, int to) override {
+    DI_RETURN_IF_ERROR(Enter());
+    if (from < 0 || from >= opt_.slots || to < 0 || to >= opt_.slots) {
+      return InvalidArgument("slot out of range");
+    }
+    if (from == to) return InvalidArgument("a slot copied onto itself");
+    Status st = CopySlotCaches(model_, plan_, opt_.slots + 1, from, to, lengths_[from], stream_);
+    if (st.ok()) st = CudaStatus(cudaStreamSynchronize(stream_), "slot copy");
+    if (st.ok()) lengths_[to] = lengths_[from];
     return Guard(std::move(st));
   }
 
@@ -287,23 +301,8 @@ class DeviceForwardImpl final : public DeviceForward {
     return Status::Ok();
   }
 
-  // Compressor states of a fresh sequence: kv 0, gate -inf (an empty window weighs nothing).
   Status ResetSlotState(int slot) {
-    for (size_t l = 0; l < model_.layers.size(); ++l) {
-      const DeviceLayer& L = model_.layers[l];
-      const DeviceLayerCache& cache = plan_.caches[l];
-      const std::pair<const DeviceCompressor*, float*> states[2][2] = {
-          {{&L.comp, cache.comp_kv}, {&L.comp, cache.comp_gate}},
-          {{&L.index_comp, cache.index_kv}, {&L.index_comp, cache.index_gate}}};
-      for (int k = 0; k < 2; ++k) {
-        if (states[k][0].second == nullptr) continue;
-        const int64_t sf = states[k][0].first->shape.state_floats();
-        DI_RETURN_IF_ERROR(KernelStatus(
-            kernels::SetFloats(states[k][0].second + slot * sf, sf, 0.0f, stream_), "reset"));
-        DI_RETURN_IF_ERROR(KernelStatus(
-            kernels::SetFloats(states[k][1].second + slot * sf, sf, -INFINITY, stream_), "reset"));
-      }
-    }
+    DI_RETURN_IF_ERROR(ResetSlotCaches(model_, plan_, slot, stream_));
     lengths_[slot] = 0;
     return Status::Ok();
   }
