@@ -88,25 +88,26 @@ void EngineWorker::Loop() {
     stats_.slots_parked.store(static_cast<int64_t>(reuse.parked()), std::memory_order_relaxed);
     stats_.slots_shared.store(static_cast<int64_t>(reuse.donors()), std::memory_order_relaxed);
   };
-  // A request (new or preempted) starts from the longest cached prefix of what it has seen. On
-  // the slot path that is the longest parked sequence or donor its context extends (SlotReuse);
-  // without one it needs a slot of its own, for which parked slots give way.
+  // Slot path: parked states and donors a request about to start (not `self`) extends go last.
+  auto wanted_by_others = [&](const RequestState* self) {
+    return [&running, self](std::span<const int32_t> key) {
+      for (const Running& r : running) {
+        const std::span<const int32_t> ctx = r.state->context();
+        if (!r.started && r.state.get() != self && key.size() < ctx.size() &&
+            std::equal(key.begin(), key.end(), ctx.begin())) {
+          return true;
+        }
+      }
+      return false;
+    };
+  };
+  // A request (new or preempted) starts from the longest cached prefix of what it has seen (on
+  // the slot path: a parked sequence or a donor's copy, else a slot of its own; SlotReuse).
   auto resume = [&](Running& run) {
     RequestState& st = *run.state;
     if (model_.slots_total() > 0) {
-      // Parked states another request of this step is about to continue give way last.
-      const auto wanted = [&](std::span<const int32_t> key) {
-        for (const Running& r : running) {
-          const std::span<const int32_t> ctx = r.state->context();
-          if (!r.started && r.state.get() != &st && key.size() < ctx.size() &&
-              std::equal(key.begin(), key.end(), ctx.begin())) {
-            return true;
-          }
-        }
-        return false;
-      };
       SequenceState seq = std::move(st.seq());
-      reuse.Start(st.context(), wanted, &seq, &run.share_at);
+      reuse.Start(st.context(), wanted_by_others(&st), &seq, &run.share_at);
       st.ResumeFrom(std::move(seq));
       stats_.prefix_cache_hit_tokens.store(reuse.hit_tokens(), std::memory_order_relaxed);
       stats_.prefix_cache_lookup_tokens.store(reuse.lookup_tokens(), std::memory_order_relaxed);
@@ -121,19 +122,16 @@ void EngineWorker::Loop() {
   };
   // A request about to start waits while a started request is still prefilling a block-aligned
   // prefix they share, so it resumes from that snapshot (on the slot path: from the donor the
-  // other leaves at its share_at) instead of computing the prefix again. Only started requests
-  // are waited on, and they never wait, so this cannot deadlock.
+  // other is about to leave, SlotReuse::DonorAhead) instead of computing the prefix again. Only
+  // started requests are waited on, and they never wait, so this cannot deadlock.
   auto shares_prefix_in_flight = [&](size_t i) {
-    const bool donors = reuse.sharing();
-    if (options_.prefix_cache_bytes == 0 && !donors) return false;
+    if (options_.prefix_cache_bytes == 0 && !reuse.sharing()) return false;
     const std::span<const int32_t> ctx = running[i].state->context();
     for (size_t j = 0; j < running.size(); ++j) {
       if (j == i || !running[j].started || !running[j].state->prefilling()) continue;
       const std::span<const int32_t> other = running[j].state->context();
-      if (donors) {
-        const int64_t at = running[j].share_at;
-        if (at > 0 && running[j].state->seq().length<at&& static_cast<int64_t>(ctx.size())> at &&
-            std::equal(other.begin(), other.begin() + at, ctx.begin())) {
+      if (reuse.sharing()) {
+        if (reuse.DonorAhead(ctx, other, running[j].state->seq().length, running[j].share_at)) {
           return true;
         }
         continue;
@@ -338,7 +336,6 @@ void EngineWorker::Loop() {
     const BlockPool::Stats pool = model_.block_pool_stats();
     stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
-    publish_slots();
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
     if (st.ok()) {
@@ -359,7 +356,10 @@ void EngineWorker::Loop() {
       // A prefill chunk that ended on a block boundary leaves a state worth keeping (even a
       // one-token chunk, which is what a nearly spent step budget leaves).
       const SequenceState& seq = running[i].state->seq();
-      if (prefilled[i]) reuse.Stepped(running[i].state->context(), seq, running[i].share_at);
+      if (prefilled[i]) {
+        reuse.Stepped(running[i].state->context(), seq, running[i].share_at,
+                      wanted_by_others(nullptr));
+      }
       if (prefilled[i] && seq.length % PrefixCache::kBlock == 0) {
         prefix_cache.Insert(running[i].state->context().first(seq.length), seq);
         stats_.prefix_cache_bytes.store(prefix_cache.bytes(), std::memory_order_relaxed);
@@ -375,6 +375,7 @@ void EngineWorker::Loop() {
         finish(i, **end);
       }
     }
+    publish_slots();  // after this step's donors and parked states
   }
   stats_.running.store(0);
   stats_.cache_bytes.store(0);

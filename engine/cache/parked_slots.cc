@@ -71,13 +71,28 @@ int64_t ParkedSlots::Take(std::span<const int32_t> context, SequenceState* state
   return length;
 }
 
-bool ParkedSlots::DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted) {
-  if (entries_.empty()) return false;
-  size_t victim = 0;
-  if (wanted) {
-    while (victim < entries_.size() && wanted(entries_[victim].tokens)) ++victim;
-    if (victim == entries_.size()) victim = 0;  // all wanted: the oldest after all
+int64_t ParkedSlots::TakeDonor(std::span<const int32_t> context, SequenceState* state) {
+  const size_t best = Best(context, true);
+  if (best == entries_.size() || !entries_[best].shared) return 0;
+  const int64_t length = static_cast<int64_t>(entries_[best].tokens.size());
+  *state = std::move(entries_[best].state);
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(best));
+  lookup_tokens_ += context.size();
+  hit_tokens_ += static_cast<uint64_t>(length);
+  return length;
+}
+
+bool ParkedSlots::DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted,
+                             const Protect& protect) {
+  // The oldest unprotected entry nobody wants, else the oldest unprotected one.
+  size_t victim = entries_.size(), fallback = entries_.size();
+  for (size_t i = 0; i < entries_.size() && victim == entries_.size(); ++i) {
+    if (protect && protect(entries_[i].tokens, entries_[i].shared)) continue;
+    if (fallback == entries_.size()) fallback = i;
+    if (!wanted || !wanted(entries_[i].tokens)) victim = i;
   }
+  if (victim == entries_.size()) victim = fallback;
+  if (victim == entries_.size()) return false;
   // Its SequenceState's lease gives the slot back.
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(victim));
   return true;

@@ -56,13 +56,21 @@ class ParkedSlots {
   using Copier = std::function<Result<SequenceState>(const SequenceState&)>;
   /// Find's match into *state: a parked state moves out; a donor stays (now the most recently
   /// used) and *state is copy(donor). Returns the match's length; 0 when there is none or the
-  /// copy failed (*copy_error then says why), and nothing changes. Without `copy` donors are
-  /// not considered.
+  /// copy failed (*copy_error then says why; only the lookup is counted). Without `copy` donors
+  /// are not considered.
   int64_t Take(std::span<const int32_t> context, SequenceState* state, const Copier& copy = nullptr,
                Status* copy_error = nullptr);
+  /// Moves the donor of Find's match (when it is a donor's) into *state, ending the donor: for a
+  /// request that cannot have a copy because every slot is held. Returns its length; 0: none.
+  int64_t TakeDonor(std::span<const int32_t> context, SequenceState* state);
+
+  /// Whether an entry (its tokens, whether it is a donor) must not be dropped.
+  using Protect = std::function<bool(std::span<const int32_t>, bool)>;
   /// Drops the state parked longest ago, giving its slot back: false when none is parked. With
-  /// `wanted`, states whose tokens it flags (another request is about to continue them) go last.
-  bool DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted = nullptr);
+  /// `wanted`, states whose tokens it flags (another request is about to continue them) go last;
+  /// entries `protect` flags are never dropped.
+  bool DropOldest(const std::function<bool(std::span<const int32_t>)>& wanted = nullptr,
+                  const Protect& protect = nullptr);
 
   size_t size() const { return entries_.size(); }  // parked states and donors
   size_t shared() const;                           // donors

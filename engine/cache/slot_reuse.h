@@ -41,8 +41,16 @@ class SlotReuse {
   int64_t Start(std::span<const int32_t> context, const Wanted& wanted, SequenceState* seq,
                 int64_t* share_at);
   /// After a step that fed `seq` (the request with `context`): at its share_at, a copy of its
-  /// state into a free slot stays as the donor of context[0, share_at). No free slot: no donor.
-  void Stepped(std::span<const int32_t> context, const SequenceState& seq, int64_t share_at);
+  /// state stays as the donor of context[0, share_at), in a free slot or one a parked state gives
+  /// up (those `wanted` last; never a donor's). No such slot: no donor.
+  void Stepped(std::span<const int32_t> context, const SequenceState& seq, int64_t share_at,
+               const Wanted& wanted);
+  /// Whether a request with `context` about to start should wait for the donor that a started
+  /// request (`maker_context`, `maker_length` tokens fed, planning a donor at `maker_share_at`)
+  /// is about to leave: the donor would be longer than what the request could start from now,
+  /// is not there yet, and can be made.
+  bool DonorAhead(std::span<const int32_t> context, std::span<const int32_t> maker_context,
+                  int64_t maker_length, int64_t maker_share_at) const;
   /// An ended request's state, after exactly `tokens` (ParkedSlots::Park).
   void Park(std::vector<int32_t> tokens, SequenceState state);
 
@@ -53,8 +61,8 @@ class SlotReuse {
   bool parking() const { return slots_.capacity() > 0; }
 
  private:
-  // Drops parked states and donors, oldest first (wanted last), until a slot is free.
-  void FreeASlot(const Wanted& wanted);
+  // Drops entries, oldest first (wanted last, protected never), until a slot is free.
+  void FreeASlot(const Wanted& wanted, const ParkedSlots::Protect& protect);
 
   Model& model_;
   bool sharing_;

@@ -191,6 +191,48 @@ TEST_F(DaemonTest, RequestsSharingASystemPromptStartFromADonor) {
   }
 }
 
+// The same three requests at once on three slots: the first records the prefix, the second leaves
+// the donor while the third waits for it, and the third starts from it (a copy, or the donor
+// itself when no slot is left), whatever order the engine sees them in. Tokens: the layers
+// forward's.
+TEST_F(DaemonTest, ConcurrentRequestsSharingASystemPromptWaitForTheDonor) {
+  std::vector<int32_t> system_prompt(200);
+  for (size_t i = 0; i < system_prompt.size(); ++i) {
+    system_prompt[i] = static_cast<int32_t>((5 + 11 * i) % 500);
+  }
+  auto prompt = [&](uint64_t id) {
+    std::vector<int32_t> p = system_prompt;
+    for (size_t i = 0; i < 8 + 3 * id; ++i) p.push_back(static_cast<int32_t>(id * 41 + i) % 500);
+    return p;
+  };
+  std::map<uint64_t, Ended> shared;
+  {
+    Daemon d(dir_ / "model", socket_,
+             {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
+              "--step-token-budget", "64", "--slot-context", "512", "--warmup", "off"});
+    auto c = client::Client::Connect(socket_);
+    ASSERT_TRUE(c.ok());
+    for (uint64_t id = 1; id <= 3; ++id)
+      ASSERT_TRUE((*c)->Generate(Request(id, prompt(id), 5)).ok());
+    shared = DrainRequests(**c, 3);
+    const std::string hits = "\"prefix_cache_hit_tokens\":128,";
+    const Result<std::string> status = StatusOnceItHas(**c, hits);
+    ASSERT_TRUE(status.ok());
+    EXPECT_NE(status->find(hits), std::string::npos) << *status;
+  }
+  Daemon layers(dir_ / "model", dir_ / "layers.sock", {"--warmup", "off"});
+  auto c = client::Client::Connect(dir_ / "layers.sock");
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(shared.size(), 3u);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE((*c)->Generate(Request(id, prompt(id), 5)).ok());
+    const Ended reference = DrainOne(**c);
+    ASSERT_TRUE(EndedDone(reference));
+    EXPECT_TRUE(EndedDone(shared.at(id)));
+    EXPECT_EQ(shared.at(id).tokens, reference.tokens) << "request " << id;
+  }
+}
+
 // `deepinfer bench --turns`: each client's requests are one conversation (opening with the
 // client's own token), so from the second turn on every request continues its client's parked
 // slot. Turn 2 resumes after turn 1's 5 prompt and 3 of its 4 answer tokens (8), turn 3 after

@@ -178,10 +178,23 @@ TEST_F(ParkedSlotsTest, ADonorIsCopiedForEachRequestAndStays) {
   EXPECT_FALSE(why.ok());
   EXPECT_EQ(parked.shared(), 1u);
   EXPECT_EQ(parked.hit_tokens(), 64u);
-  // Dropped as a parked state is, the donor gives its slot back.
+  // Protected entries are never dropped; dropped as a parked state is, the donor gives its slot
+  // back; TakeDonor hands the donor itself over.
   hold = SequenceState();
-  EXPECT_TRUE(parked.DropOldest());
+  const auto donors = [](std::span<const int32_t>, bool donor) { return donor; };
+  EXPECT_FALSE(parked.DropOldest(nullptr, donors));
+  EXPECT_EQ(parked.shared(), 1u);
+  EXPECT_EQ(parked.TakeDonor(Tokens(40, 1), &got), 0);  // not a donor's match
+  EXPECT_EQ(parked.TakeDonor(ctx, &got), 32);
+  EXPECT_EQ(got.length, 32);
   EXPECT_EQ(parked.shared(), 0u);
+  EXPECT_EQ(parked.hit_tokens(), 96u);
+  got = SequenceState();
+  EXPECT_EQ(slotted_->slots_free(), 2);
+  Result<SequenceState> again = slotted_->CopySequence(running);
+  ASSERT_TRUE(again.ok());
+  parked.Share(system, std::move(again).value());
+  EXPECT_TRUE(parked.DropOldest());
   EXPECT_EQ(slotted_->slots_free(), 2);
 }
 

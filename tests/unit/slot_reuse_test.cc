@@ -38,7 +38,7 @@ class SlotReuseTest : public testing::TinyModelTest {
       if (share_at > seq.length && share_at < seq.length + n) n = share_at - seq.length;
       std::vector<float> logits(n * V_);
       ASSERT_TRUE(slotted_->Forward(seq, ctx.subspan(seq.length, n), logits.data(), nullptr).ok());
-      reuse.Stepped(ctx, seq, share_at);
+      reuse.Stepped(ctx, seq, share_at, nullptr);
       std::memcpy(last_logits, &logits[(n - 1) * V_], V_ * sizeof(float));
     }
   }
@@ -69,7 +69,7 @@ TEST_F(SlotReuseTest, TheSecondSightingLeavesADonorAndLaterRequestsStartFromIt) 
   SequenceState sb;
   EXPECT_EQ(reuse.Start(b, none, &sb, &share_at), 0);
   EXPECT_EQ(share_at, 128);
-  reuse.Stepped(b, sb, share_at);  // length 0: not there yet
+  reuse.Stepped(b, sb, share_at, none);  // length 0: not there yet
   EXPECT_EQ(reuse.donors(), 0u);
   Feed(reuse, b, sb, share_at, last.data());
   EXPECT_EQ(reuse.donors(), 1u);
@@ -104,9 +104,9 @@ TEST_F(SlotReuseTest, ADonorNeedsAFreeSlotAndTheExactLength) {
   ASSERT_EQ(share_at, 128);
   // Past the share point in one chunk: no donor (its state there never existed).
   ASSERT_TRUE(slotted_->Forward(sb, std::span(b).first(100), nullptr, nullptr).ok());
-  reuse.Stepped(b, sb, share_at);
+  reuse.Stepped(b, sb, share_at, none);
   ASSERT_TRUE(slotted_->Forward(sb, std::span(b).subspan(100, 40), nullptr, nullptr).ok());
-  reuse.Stepped(b, sb, share_at);
+  reuse.Stepped(b, sb, share_at, none);
   EXPECT_EQ(reuse.donors(), 0u);
   // Exactly there, but every slot leased: no donor either.
   const std::vector<int32_t> c = Prompt(30, 4);
@@ -115,11 +115,47 @@ TEST_F(SlotReuseTest, ADonorNeedsAFreeSlotAndTheExactLength) {
   ASSERT_EQ(share_at, 128);
   EXPECT_EQ(slotted_->slots_free(), 0);
   ASSERT_TRUE(slotted_->Forward(sc, std::span(c).first(128), nullptr, nullptr).ok());
-  reuse.Stepped(c, sc, share_at);
+  reuse.Stepped(c, sc, share_at, none);
   EXPECT_EQ(reuse.donors(), 0u);
   sa = SequenceState();  // a slot comes free
-  reuse.Stepped(c, sc, share_at);
+  reuse.Stepped(c, sc, share_at, none);
   EXPECT_EQ(reuse.donors(), 1u);
+}
+
+// With every slot held, a donor takes the slot of the parked state left longest ago (never a
+// donor's), and a request whose copy finds no slot at all takes the donor itself — exactly too.
+// A request about to start waits for a donor only while one is ahead: not there yet, longer than
+// what it could start from, and makeable.
+TEST_F(SlotReuseTest, AFullSetOfSlotsStillSharesThePrefix) {
+  SlotReuse reuse(*slotted_, {});
+  const auto none = [](std::span<const int32_t>) { return false; };
+  std::vector<float> last(V_);
+  const std::vector<int32_t> a = Prompt(20, 2), b = Prompt(30, 3), c = Prompt(40, 4);
+  SequenceState sa, sb, hold = slotted_->NewSequence();
+  int64_t share_at = 0;
+  EXPECT_EQ(reuse.Start(a, none, &sa, &share_at), 0);
+  Feed(reuse, a, sa, share_at, last.data());
+  reuse.Park({a.begin(), a.end()}, std::move(sa));  // a's slot stays parked
+  EXPECT_EQ(reuse.Start(b, none, &sb, &share_at), 0);
+  ASSERT_EQ(share_at, 128);
+  EXPECT_EQ(slotted_->slots_free(), 0);
+  EXPECT_TRUE(reuse.DonorAhead(c, b, 0, share_at));                   // a parked slot can give way
+  EXPECT_FALSE(reuse.DonorAhead(c, b, 128, share_at));                // b is past it
+  EXPECT_FALSE(reuse.DonorAhead(Prompt(40, 4), Prompt(0, 9), 0, 0));  // no donor planned
+  std::vector<int32_t> diverging = c;
+  diverging[5] += 1;
+  EXPECT_FALSE(reuse.DonorAhead(diverging, b, 0, share_at));  // does not share it
+  Feed(reuse, b, sb, share_at, last.data());
+  EXPECT_EQ(reuse.donors(), 1u);
+  EXPECT_EQ(reuse.parked(), 0u);                      // a's slot went to the donor
+  EXPECT_FALSE(reuse.DonorAhead(c, b, 0, share_at));  // the donor is there
+  // c: b, the donor and `hold` hold every slot, and only the matched donor could give way.
+  SequenceState sc;
+  EXPECT_EQ(reuse.Start(c, none, &sc, &share_at), 128);
+  EXPECT_EQ(reuse.donors(), 0u);
+  Feed(reuse, c, sc, share_at, last.data());
+  EXPECT_EQ(std::memcmp(last.data(), FromScratch(c).data(), V_ * sizeof(float)), 0);
+  EXPECT_EQ(reuse.hit_tokens(), 128u);
 }
 
 TEST_F(SlotReuseTest, NoDonorsWhereSlotsCannotBeCopiedOrSharingIsOff) {
