@@ -73,6 +73,11 @@ void RunClient(const BenchOptions& o, long long index,
         if (history.empty()) history.push_back(static_cast<int32_t>(index + 1));
         history.insert(history.end(), req->prompt_ids.begin(), req->prompt_ids.end());
         req->prompt_ids = history;
+      } else if (req.ok() && o.own_ids > 0) {
+        const long long seed = index * 7919 + static_cast<long long>(id) * 104729;
+        for (long long k = 0; k < o.own_ids; ++k) {
+          req->prompt_ids.push_back(static_cast<int32_t>((seed + k * 37) % 500 + 1));
+        }
       }
       if (!req.ok() || !(*client)->Generate(*req).ok()) {
         s->failures++;
@@ -127,6 +132,9 @@ Result<std::string> RunBench(
   if (o.clients < 1 || o.requests < 1) return InvalidArgument("--clients and --requests >= 1");
   if (!(o.rate >= 0) || !std::isfinite(o.rate)) return InvalidArgument("--rate must be >= 0");
   if (o.turns && o.rate > 0) return InvalidArgument("--turns runs a closed loop: no --rate");
+  if (o.own_ids < 0 || (o.own_ids > 0 && o.turns)) {
+    return InvalidArgument("--own-ids takes a count >= 0, without --turns");
+  }
   Samples s;
   const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> threads;

@@ -21,6 +21,10 @@ struct BenchOptions {
   // request k's prompt is request k - 1's prompt, its answer, then the request's own prompt ids;
   // the first opens with the client's own token (its index + 1), so clients share no prefix.
   bool turns = false;
+  // Without turns: each request's prompt ends with this many ids of its own (made from the
+  // client's index and the request id, each in 1 .. 500), so requests share the prompt ids as a
+  // prefix and nothing after it (a system prompt and different questions).
+  long long own_ids = 0;
 };
 
 /// Runs the load; make_request(id) builds the request with that id. Returns one JSON object:

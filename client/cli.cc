@@ -31,12 +31,15 @@ commands:
   status [--json]      The daemon's counters.
   health               Exit 0 when the daemon is healthy.
   cancel ID            Cancels request ID of this connection (useful only for scripting tests).
-  bench [--clients N] [--requests N] [--rate R] [--turns] [--prompt-ids 1,2,3] [--max-tokens N]
+  bench [--clients N] [--requests N] [--rate R] [--turns | --own-ids N] [--prompt-ids 1,2,3]
+        [--max-tokens N]
       N client connections, N x requests in all; closed loop (each client's next request after
       its previous one), or with --rate R open loop: Poisson arrivals at R requests/s overall.
       --turns: each client's requests are the turns of one conversation (closed loop): a
       request's prompt is the previous prompt, its answer, then the --prompt-ids tokens; the
       first turn opens with the client's own token (its index + 1).
+      --own-ids N: each request's prompt is the --prompt-ids tokens, then N ids of its own
+      (1 .. 500), so requests share exactly the --prompt-ids prefix (a system prompt).
       Prints tokens/s and TTFT, inter-token and request latency percentiles (one JSON line).
 The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
 )";
@@ -223,6 +226,10 @@ Status Bench(const Args& a) {
   DI_ASSIGN_OR_RETURN(o.requests, Int("--requests", a.Get("--requests", "4")));
   DI_ASSIGN_OR_RETURN(o.rate, Double("--rate", a.Get("--rate", "0")));
   o.turns = a.opts.count("--turns") > 0;
+  DI_ASSIGN_OR_RETURN(o.own_ids, Int("--own-ids", a.Get("--own-ids", "0")));
+  if (o.own_ids > 0 && a.opts.count("--prompt")) {
+    return InvalidArgument("--own-ids needs --prompt-ids (the ids follow the shared ones)");
+  }
   if (o.turns && a.opts.count("--prompt")) {
     return InvalidArgument("--turns needs --prompt-ids (each turn repeats the earlier tokens)");
   }

@@ -34,8 +34,9 @@ class SlotReuse {
   bool sharing() const { return sharing_; }
 
   /// Starts a request whose context is `context`: the longest parked state it extends moves into
-  /// *seq, or a copy of the longest donor (a slot freed for it first); else, when *seq holds no
-  /// slot, a fresh one (parked states giving way, those `wanted` last). Returns the tokens
+  /// *seq, or a copy of the longest donor (a slot freed for it first; when only the donor could
+  /// give one, the donor itself); else, when *seq holds no slot, a fresh one (parked states
+  /// giving way, those `wanted` last). Returns the tokens
   /// resumed (0: none). *share_at: the block boundary the request should stop a chunk at and
   /// leave a donor, its prompt sharing that prefix with an earlier one (0: none).
   int64_t Start(std::span<const int32_t> context, const Wanted& wanted, SequenceState* seq,

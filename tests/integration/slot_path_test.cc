@@ -266,6 +266,41 @@ TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
   }
 }
 
+// `deepinfer bench --own-ids`: every prompt is the shared --prompt-ids (200 ids: one 128-token
+// boundary) and ids of its own. Of two clients' three requests each, the first two (one a client,
+// at once) record the prefix and leave the donor; the four later ones each resume 128 tokens.
+TEST_F(DaemonTest, BenchOwnIdsShareThePromptIdsThroughADonor) {
+  Daemon d(dir_ / "model", socket_,
+           {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
+            "--step-token-budget", "64", "--slot-context", "512", "--warmup", "off"});
+  std::string ids;
+  for (int i = 0; i < 200; ++i) ids += (i ? "," : "") + std::to_string((3 + 17 * i) % 500 + 1);
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
+                   " bench --clients 2 --requests 3 --own-ids 10 --prompt-ids " + ids +
+                   " --max-tokens 4 --temperature 0 2>&1")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"failures\": 0,"), std::string::npos) << out;
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  const std::string hits = "\"prefix_cache_hit_tokens\":512,";
+  const Result<std::string> status = StatusOnceItHas(**c, hits);
+  ASSERT_TRUE(status.ok());
+  EXPECT_NE(status->find(hits), std::string::npos) << *status;
+  // --own-ids follows shared ids: not with a text prompt, nor with --turns.
+  for (const std::string bad :
+       {" bench --own-ids 3 --prompt hello", " bench --own-ids 3 --turns"}) {
+    EXPECT_NE(system((kBin + "/deepinfer --socket " + socket_ + bad + " >/dev/null 2>&1").c_str()),
+              0)
+        << bad;
+  }
+}
+
 // A constrained turn whose grammar forces text (jump-forward: tokens appended without being
 // sampled) parks only the tokens its slot was fed, and the next turn continues there with the
 // layers forward's tokens.
