@@ -104,6 +104,44 @@ TEST(StepRowsTest, GrownRingsKeepWhatAChunkReads) {
   EXPECT_TRUE(overwritten(W, 2, 20));
 }
 
+// A slot copy (the device forward's CopySlot) moves exactly what the slot's positions so far
+// wrote: each compressed row and ring row CacheRowsFor gives the source for a position below the
+// length lies in the copy's runs, at the offset of the row it gives the destination; the
+// compressed run is every row the last token could see, and both runs stay in the slot's own
+// regions.
+TEST(StepRowsTest, ASlotCopyMovesTheRowsItsPositionsWrote) {
+  const int64_t slots_total = 4;
+  for (auto [ratio, ring] : {std::pair{4, 143}, {128, 143}, {0, 128}, {4, 128}}) {
+    const int64_t R = ratio > 0 ? 1024 / ratio : 0;
+    for (int64_t length : {0, 1, 3, 4, 127, 128, 129, 300, 1024}) {
+      for (auto [from, to] : {std::pair{0, 2}, {3, 1}}) {
+        const SlotCopyRuns runs = SlotCopyRunsFor(ratio, R, ring, slots_total, from, to, length);
+        const auto inside = [](const RowRun& r, int64_t row) {
+          return row >= r.from_row && row < r.from_row + r.rows;
+        };
+        for (int64_t p = 0; p < length; ++p) {
+          const CacheRows a = CacheRowsFor(ratio, R, ring, slots_total, from, p);
+          const CacheRows b = CacheRowsFor(ratio, R, ring, slots_total, to, p);
+          ASSERT_TRUE(inside(runs.ring, a.ring_dest)) << ratio << " " << length << " " << p;
+          EXPECT_EQ(a.ring_dest - runs.ring.from_row, b.ring_dest - runs.ring.to_row);
+          if (a.comp_dest >= 0) {
+            ASSERT_TRUE(inside(runs.compressed, a.comp_dest)) << ratio << " " << length;
+            EXPECT_EQ(a.comp_dest - runs.compressed.from_row, b.comp_dest - runs.compressed.to_row);
+          }
+        }
+        const int64_t seen =
+            length > 0 ? CacheRowsFor(ratio, R, ring, slots_total, from, length - 1).visible : 0;
+        EXPECT_EQ(runs.compressed.rows, seen) << ratio << " " << length;
+        EXPECT_EQ(runs.compressed.from_row, from * R);
+        EXPECT_EQ(runs.compressed.to_row, to * R);
+        EXPECT_EQ(runs.ring.rows, ring);
+        EXPECT_EQ(runs.ring.from_row, CacheRowsFor(ratio, R, ring, slots_total, from, 0).ring_row);
+        EXPECT_EQ(runs.ring.to_row, CacheRowsFor(ratio, R, ring, slots_total, to, 0).ring_row);
+      }
+    }
+  }
+}
+
 TEST(StepRowsTest, RowsGroupIntoSegmentsOfOneSlot) {
   const int bucket = 8;
   const int64_t lengths[5] = {2, 7, 0, 5, 0};

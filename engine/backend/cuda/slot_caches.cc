@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/backend/cuda/cuda_status.h"
+#include "engine/backend/cuda/step_rows.h"
 #include "kernels/forward_glue.h"
 #include "kernels/kv_row.h"
 
@@ -55,15 +56,17 @@ Status CopySlotCaches(const DeviceModel& model, const StepPlan& plan, int64_t sl
   for (size_t l = 0; l < model.layers.size(); ++l) {
     const DeviceLayerCache& cache = plan.caches[l];
     const RatioInputs& r = plan.in.ratios[cache.ratio_index];
-    const int64_t R = r.rows_per_slot;
-    const int64_t rows = r.ratio > 0 ? std::min(length / r.ratio, R) : 0;
-    DI_RETURN_IF_ERROR(copy(cache.pool + to * R * kRow, cache.pool + from * R * kRow, rows * kRow));
-    DI_RETURN_IF_ERROR(copy(cache.pool + (slots_total * R + to * ring) * kRow,
-                            cache.pool + (slots_total * R + from * ring) * kRow, ring * kRow));
-    if (cache.keys != nullptr) {
+    const SlotCopyRuns runs = SlotCopyRunsFor(r.ratio, r.rows_per_slot, static_cast<int>(ring),
+                                              slots_total, from, to, length);
+    for (const RowRun& run : {runs.compressed, runs.ring}) {
+      DI_RETURN_IF_ERROR(
+          copy(cache.pool + run.to_row * kRow, cache.pool + run.from_row * kRow, run.rows * kRow));
+    }
+    if (cache.keys != nullptr) {  // [slots][R][width]: the compressed rows' indices
       const int64_t width = plan.cfg->index_head_dim;
-      DI_RETURN_IF_ERROR(copy(cache.keys + to * R * width, cache.keys + from * R * width,
-                              rows * width * static_cast<int64_t>(sizeof(uint16_t))));
+      const RowRun& c = runs.compressed;
+      DI_RETURN_IF_ERROR(copy(cache.keys + c.to_row * width, cache.keys + c.from_row * width,
+                              c.rows * width * static_cast<int64_t>(sizeof(uint16_t))));
     }
     const SlotStates st = StatesOf(model.layers[l], cache);
     for (int k = 0; k < 4; ++k) {

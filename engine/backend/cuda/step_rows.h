@@ -47,6 +47,25 @@ inline CacheRows CacheRowsFor(int ratio, int64_t rows_per_slot, int ring, int64_
   return c;
 }
 
+/// Consecutive pool rows, from one slot's region to another's.
+struct RowRun {
+  int64_t from_row = 0, to_row = 0, rows = 0;
+};
+/// What a copy of slot `from` into slot `to` after `length` tokens moves in a layer's pool
+/// (CacheRowsFor's layout): the compressed rows closed so far, and the whole ring (a row's place
+/// in it follows from its position alone). The indexer keys follow the compressed rows' indices.
+struct SlotCopyRuns {
+  RowRun compressed, ring;
+};
+inline SlotCopyRuns SlotCopyRunsFor(int ratio, int64_t rows_per_slot, int ring, int64_t slots_total,
+                                    int32_t from, int32_t to, int64_t length) {
+  const int64_t R = rows_per_slot;
+  SlotCopyRuns r;
+  r.compressed = {from * R, to * R, ratio > 0 ? std::min(length / ratio, R) : 0};
+  r.ring = {slots_total * R + from * int64_t{ring}, slots_total * R + to * int64_t{ring}, ring};
+  return r;
+}
+
 /// Host arrays of a step's input block that follow from its rows (bucket entries each;
 /// seg_begin bucket + 1).
 struct StepRowArrays {
