@@ -188,6 +188,7 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   GenerationParams& p = job->params;
   p.prompt = std::move(ids).value();
   p.max_tokens = static_cast<int>(req.max_tokens.value_or(server_.config_.max_tokens_cap));
+  p.logprobs = req.logprobs;
   p.sampling.temperature = static_cast<float>(req.temperature);
   p.sampling.top_p = static_cast<float>(req.top_p);
   p.sampling.top_k = req.top_k;

@@ -159,7 +159,7 @@ Status RequestState::Sample(float* last) {
   if (matcher_ && !matcher_->AcceptToken(token)) {
     return Internal("grammar: the sampled token was not accepted");
   }
-  ComputeLogprobs(last, vocab, token, 0, &logprobs_);
+  if (p.logprobs) ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
   context_.push_back(token);
   pending_.push_back({token, logprobs_.chosen});

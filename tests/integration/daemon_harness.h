@@ -104,8 +104,9 @@ inline ipc::GenerateRequest Request(uint64_t id, std::vector<int32_t> prompt, in
 
 struct Ended {
   std::vector<int32_t> tokens;
-  std::string text;     // of the token and text events
-  ipc::TokenEvent end;  // the request's final event (done or error)
+  std::vector<float> logprobs;  // of the token events
+  std::string text;             // of the token and text events
+  ipc::TokenEvent end;          // the request's final event (done or error)
 };
 
 // Reads events until `count` requests have ended; keyed by request id.
@@ -117,7 +118,10 @@ inline std::map<uint64_t, Ended> DrainRequests(client::Client& c, int count) {
     if (!ev.ok() || !*ev) break;
     const auto& e = **ev;
     Ended& r = out[e.request_id];
-    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) r.tokens.push_back(e.token);
+    if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken)) {
+      r.tokens.push_back(e.token);
+      r.logprobs.push_back(e.logprob);
+    }
     if (e.kind == static_cast<uint16_t>(ipc::EventKind::kToken) ||
         e.kind == static_cast<uint16_t>(ipc::EventKind::kText)) {
       r.text.append(e.text, std::min<size_t>(e.text_len, sizeof(e.text)));

@@ -1,6 +1,7 @@
 // deepinferd end to end, protocol and lifecycle: concurrent clients get the reference token, a
 // client killed mid-stream, broken frames, a version mismatch, a slow reader, SIGTERM with
-// requests in flight, Ctrl-C and ring cancellation, seeded sampling, socket activation.
+// requests in flight, Ctrl-C and ring cancellation, seeded sampling, log-probabilities when asked,
+// socket activation.
 #include "tests/integration/daemon_harness.h"
 
 namespace deepinfer {
@@ -198,6 +199,30 @@ TEST_F(DaemonTest, SeededSamplingIsReproducible) {
   run(2, 7);  // other traffic in between does not matter
   EXPECT_EQ(run(3, 42), a);
   EXPECT_NE(run(4, 43), a);
+}
+
+// Token events carry the token's log-probability only for a request that asked for it (the
+// log-softmax costs ~1 ms a token at V4's vocabulary); the tokens are the same either way.
+TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
+  Daemon d(dir_ / "model", socket_);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto r = Request(1, {4, 9, 2}, 8);
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  const Ended plain = DrainOne(**c);
+  r.id = 2;
+  r.logprobs = true;
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  const Ended asked = DrainOne(**c);
+  ASSERT_EQ(plain.tokens.size(), 8u);
+  EXPECT_EQ(asked.tokens, plain.tokens);
+  for (float lp : plain.logprobs) EXPECT_EQ(lp, 0.0f);
+  ASSERT_EQ(asked.logprobs.size(), 8u);
+  for (float lp : asked.logprobs) {
+    EXPECT_LE(lp, 0.0f);
+    EXPECT_GT(lp, -20.0f);  // greedy: the most likely token
+  }
+  EXPECT_NE(asked.logprobs, plain.logprobs);
 }
 
 // --device cuda without a GPU: the daemon refuses to start and says why (never a silent CPU run).

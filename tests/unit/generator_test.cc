@@ -161,9 +161,15 @@ TEST_F(GeneratorTest, PenaltiesDiscourageRepeatsAndLogprobsAreReported) {
     return std::unique(ids.begin(), ids.end()) - ids.begin();
   };
   EXPECT_GT(distinct(penalised), distinct(plain));
-  for (const auto& t : plain) {
-    EXPECT_LE(t.logprob, 0.0f);
-    EXPECT_GT(t.logprob, -20.0f);  // greedy picks the most likely token
+  for (const auto& t : plain) EXPECT_EQ(t.logprob, 0.0f);  // not asked for
+  p.logprobs = true;
+  p.sampling.frequency_penalty = p.sampling.presence_penalty = 0.0f;
+  const auto reported = Generate(p, &reason);
+  ASSERT_EQ(reported.size(), plain.size());
+  for (size_t i = 0; i < reported.size(); ++i) {
+    EXPECT_EQ(reported[i].token, plain[i].token);  // the log-softmax changes no pick
+    EXPECT_LE(reported[i].logprob, 0.0f);
+    EXPECT_GT(reported[i].logprob, -20.0f);  // greedy picks the most likely token
   }
   p.sampling.frequency_penalty = 3.0f;
   Generator g(*model_, tok_.get());
