@@ -234,6 +234,11 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
     }
     if (p.grammar) p.vocabulary = server_.vocab_;
   }
+  if (req.top_logprobs > 0) {  // refused rather than ignored: nothing would report them
+    return reject(ipc::kErrUnsupported,
+                  "top_logprobs: not reported; a token event carries the chosen token's "
+                  "log-probability only (logprobs: true)");
+  }
   if (!p.stop_strings.empty() && server_.tok_ == nullptr) {
     return reject(ipc::kErrInvalidArgument,
                   "stop: stop strings need a tokenizer; this model has none");

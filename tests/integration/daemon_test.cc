@@ -202,7 +202,8 @@ TEST_F(DaemonTest, SeededSamplingIsReproducible) {
 }
 
 // Token events carry the token's log-probability only for a request that asked for it (the
-// log-softmax costs ~1 ms a token at V4's vocabulary); the tokens are the same either way.
+// log-softmax costs ~1 ms a token at V4's vocabulary); the tokens are the same either way; a
+// request for alternatives (top_logprobs) is refused.
 TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
   Daemon d(dir_ / "model", socket_);
   auto c = client::Client::Connect(socket_);
@@ -223,6 +224,13 @@ TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
     EXPECT_GT(lp, -20.0f);  // greedy: the most likely token
   }
   EXPECT_NE(asked.logprobs, plain.logprobs);
+  // Alternatives cannot be reported: asked for, the request is refused, not quietly served.
+  r.id = 3;
+  r.top_logprobs = 2;
+  const auto refused = (*c)->Generate(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("unsupported: top_logprobs"), std::string::npos)
+      << refused.status().message();
 }
 
 // --device cuda without a GPU: the daemon refuses to start and says why (never a silent CPU run).
