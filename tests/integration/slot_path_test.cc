@@ -130,20 +130,21 @@ TEST_F(DaemonTest, TheNextTurnContinuesOnTheParkedSlot) {
   EXPECT_EQ(plain_answer, reference.tokens);
 }
 
+// A 200-token system prompt made from `salt` (one 128-token boundary inside it), then `own` ids of
+// request `id`'s own.
+std::vector<int32_t> SystemPrompted(int salt, uint64_t id, size_t own) {
+  std::vector<int32_t> p(200);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>((salt + 13 * i) % 500);
+  for (size_t i = 0; i < own; ++i) p.push_back(static_cast<int32_t>((id * 37 + i) % 500));
+  return p;
+}
+
 // Unrelated requests with one system prompt (200 tokens, so one 128-token boundary inside it):
 // the first records its prefixes, the second shares the boundary and leaves a donor there, the
 // third and fourth start from copies of the donor — and every request's tokens are the layers
 // forward's. Without share_prefixes nothing is shared.
 TEST_F(DaemonTest, RequestsSharingASystemPromptStartFromADonor) {
-  std::vector<int32_t> system_prompt(200);
-  for (size_t i = 0; i < system_prompt.size(); ++i) {
-    system_prompt[i] = static_cast<int32_t>((7 + 13 * i) % 500);
-  }
-  auto prompt = [&](uint64_t id) {
-    std::vector<int32_t> p = system_prompt;
-    for (size_t i = 0; i < 10 + 5 * id; ++i) p.push_back(static_cast<int32_t>(id * 37 + i) % 500);
-    return p;
-  };
+  auto prompt = [](uint64_t id) { return SystemPrompted(7, id, 10 + 5 * id); };
   // Four requests one after another; their tokens and the status once idle.
   auto run = [&](const std::string& sock, std::vector<std::string> flags, const std::string& idle) {
     Daemon d(dir_ / "model", sock, flags);
@@ -196,15 +197,7 @@ TEST_F(DaemonTest, RequestsSharingASystemPromptStartFromADonor) {
 // itself when no slot is left), whatever order the engine sees them in. Tokens: the layers
 // forward's.
 TEST_F(DaemonTest, ConcurrentRequestsSharingASystemPromptWaitForTheDonor) {
-  std::vector<int32_t> system_prompt(200);
-  for (size_t i = 0; i < system_prompt.size(); ++i) {
-    system_prompt[i] = static_cast<int32_t>((5 + 11 * i) % 500);
-  }
-  auto prompt = [&](uint64_t id) {
-    std::vector<int32_t> p = system_prompt;
-    for (size_t i = 0; i < 8 + 3 * id; ++i) p.push_back(static_cast<int32_t>(id * 41 + i) % 500);
-    return p;
-  };
+  auto prompt = [](uint64_t id) { return SystemPrompted(5, id, 8 + 3 * id); };
   std::map<uint64_t, Ended> shared;
   {
     Daemon d(dir_ / "model", socket_,
