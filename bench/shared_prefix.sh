@@ -9,10 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/daemon_bench.sh"
 bin=${1:-build/bin}
 shift || true
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bench_model "$bin" "$work" "$@"
-prompt=$(python3 -c 'print(",".join(str((i * 37 + 11) % 500 + 1) for i in range(512)))')
-reuse_modes "$bin" "$work" --share-prefixes --batch-requests 3 --step-token-budget 128 --threads 2 \
+bench_model "$bin" "$@"
+reuse_modes "$bin" --share-prefixes --batch-requests 3 --step-token-budget 128 --threads 2 \
   -- --clients 2 --requests 4 \
-  --own-ids 24 --prompt-ids "$prompt" --max-tokens 8 --temperature 0
+  --own-ids 24 --prompt-ids "$(prompt_ids 512)" --max-tokens 8 --temperature 0

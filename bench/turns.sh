@@ -11,10 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/daemon_bench.sh"
 bin=${1:-build/bin}
 shift || true
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bench_model "$bin" "$work" "$@"
-prompt=$(python3 -c 'print(",".join(str((i * 37 + 11) % 500 + 1) for i in range(48)))')
-reuse_modes "$bin" "$work" --park-slots --batch-requests 2 --step-token-budget 64 --threads 2 \
+bench_model "$bin" "$@"
+reuse_modes "$bin" --park-slots --batch-requests 2 --step-token-budget 64 --threads 2 \
   -- --clients 2 --requests 6 --turns \
-  --prompt-ids "$prompt" --max-tokens 8 --temperature 0
+  --prompt-ids "$(prompt_ids 48)" --max-tokens 8 --temperature 0

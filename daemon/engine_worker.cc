@@ -356,7 +356,7 @@ void EngineWorker::Loop() {
       // A prefill chunk that ended on a block boundary leaves a state worth keeping (even a
       // one-token chunk, which is what a nearly spent step budget leaves).
       const SequenceState& seq = running[i].state->seq();
-      if (prefilled[i]) {
+      if (prefilled[i] && seq.length == running[i].share_at) {  // its donor point, once
         reuse.Stepped(running[i].state->context(), seq, running[i].share_at,
                       wanted_by_others(nullptr));
       }

@@ -64,20 +64,23 @@ int64_t ParkedSlots::Take(std::span<const int32_t> context, SequenceState* state
     std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(best),
                 entries_.begin() + static_cast<std::ptrdiff_t>(best) + 1, entries_.end());
   } else {
-    *state = std::move(entries_[best].state);
-    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(best));
+    return MoveOut(best, state);
   }
   hit_tokens_ += static_cast<uint64_t>(length);
   return length;
 }
 
 int64_t ParkedSlots::TakeDonor(std::span<const int32_t> context, SequenceState* state) {
+  lookup_tokens_ += context.size();
   const size_t best = Best(context, true);
   if (best == entries_.size() || !entries_[best].shared) return 0;
-  const int64_t length = static_cast<int64_t>(entries_[best].tokens.size());
-  *state = std::move(entries_[best].state);
-  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(best));
-  lookup_tokens_ += context.size();
+  return MoveOut(best, state);
+}
+
+int64_t ParkedSlots::MoveOut(size_t index, SequenceState* state) {
+  const int64_t length = static_cast<int64_t>(entries_[index].tokens.size());
+  *state = std::move(entries_[index].state);
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(index));
   hit_tokens_ += static_cast<uint64_t>(length);
   return length;
 }

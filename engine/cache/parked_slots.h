@@ -86,6 +86,8 @@ class ParkedSlots {
   };
   // The index of Find's match among entries_ (entries_.size(): none).
   size_t Best(std::span<const int32_t> context, bool with_donors) const;
+  // Moves entry `index` out into *state, ending it, and counts its tokens as resumed.
+  int64_t MoveOut(size_t index, SequenceState* state);
   size_t capacity_;
   std::vector<Entry> entries_;  // parked longest ago first; a handful (one per slot at most)
   uint64_t hit_tokens_ = 0, lookup_tokens_ = 0;

@@ -22,7 +22,7 @@ int64_t SlotReuse::Start(std::span<const int32_t> context, const Wanted& wanted,
   int64_t resumed = 0;
   const ParkedSlots::Match match = slots_.Find(context);
   SequenceState state;
-  if (match.length > 0 && match.shared && sharing_) {
+  if (match.shared && sharing_) {
     // The copy needs a slot, which any entry but the matched donor may give; when none can, the
     // request takes the donor itself (exact as well; the donor ends).
     const auto matched = [&](std::span<const int32_t> key, bool) {
@@ -37,10 +37,8 @@ int64_t SlotReuse::Start(std::span<const int32_t> context, const Wanted& wanted,
       resumed = slots_.Take(context, &state,
                             [&](const SequenceState& donor) { return model_.CopySequence(donor); });
     }
-  } else if (match.length > 0) {
-    resumed = slots_.Take(context, &state);
   } else {
-    slots_.Take(context, &state);  // counts the lookup
+    resumed = slots_.Take(context, &state);  // a parked state, or none (the lookup counts)
   }
   if (resumed > 0) {
     *seq = std::move(state);

@@ -234,16 +234,11 @@ TEST_F(DaemonTest, BenchTurnsContinueTheirParkedSlots) {
   Daemon d(dir_ / "model", socket_,
            {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
             "--step-token-budget", "8", "--slot-context", "256", "--warmup", "off"});
-  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
-                   " bench --clients 2 --requests 3 --turns --prompt-ids 5,6,7,8 --max-tokens 4 "
-                   "--temperature 0 2>&1")
-                      .c_str(),
-                  "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  EXPECT_EQ(pclose(p), 0) << out;
+  const auto [code, out] = testing::RunCommand(
+      kBin + "/deepinfer --socket " + socket_ +
+      " bench --clients 2 --requests 3 --turns --prompt-ids 5,6,7,8 --max-tokens 4 "
+      "--temperature 0 2>&1");
+  EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"failures\": 0,"), std::string::npos) << out;
   EXPECT_NE(out.find("\"tokens\": 24,"), std::string::npos) << out;
   auto c = client::Client::Connect(socket_);
@@ -268,16 +263,10 @@ TEST_F(DaemonTest, BenchOwnIdsShareThePromptIdsThroughADonor) {
             "--step-token-budget", "64", "--slot-context", "512", "--warmup", "off"});
   std::string ids;
   for (int i = 0; i < 200; ++i) ids += (i ? "," : "") + std::to_string((3 + 17 * i) % 500 + 1);
-  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
-                   " bench --clients 2 --requests 3 --own-ids 10 --prompt-ids " + ids +
-                   " --max-tokens 4 --temperature 0 2>&1")
-                      .c_str(),
-                  "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  EXPECT_EQ(pclose(p), 0) << out;
+  const auto [code, out] = testing::RunCommand(
+      kBin + "/deepinfer --socket " + socket_ + " bench --clients 2 --requests 3 --own-ids 10 " +
+      "--prompt-ids " + ids + " --max-tokens 4 --temperature 0 2>&1");
+  EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"failures\": 0,"), std::string::npos) << out;
   auto c = client::Client::Connect(socket_);
   ASSERT_TRUE(c.ok());
