@@ -195,9 +195,15 @@ const std::vector<OptionSpec>& OptionTable() {
       "with forward slots and park_slots, a prompt that shares a 128-token-aligned prefix with an "
       "earlier one leaves a copy of its slot there (a donor, kept like a parked slot), and later "
       "requests with that prefix start from a copy of it: exact; needs a stepper that copies "
-      "slots (the CPU reference does; the device forward not yet)",
+      "slots (the CPU reference and the device forward do)",
       false},
      SetBool<&C::share_prefixes>, Same<&C::share_prefixes>},
+    {{"device_sampling", "on|off", "on",
+      "with forward slots, a step whose sampled requests have no logit processors, logprobs or "
+      "grammar draws their tokens on the stepper (the GPU on cuda): one id a request comes back "
+      "instead of a vocabulary-wide row of logits and a host draw; the same tokens either way",
+      false},
+     SetBool<&C::device_sampling>, Same<&C::device_sampling>},
     {{"folded_experts", "on|off", "off",
       "with forward slots on cuda, steps whose experts average 64 tokens (prompt chunks) take "
       "the folded-scale wgmma GEMM: ~2.8x faster experts, sums within ~1e-3 of their magnitudes "

@@ -6,6 +6,7 @@
 
 #include "engine/cache/slot_reuse.h"
 #include "engine/common/thread_pool.h"
+#include "engine/scheduler/step_draws.h"
 
 namespace deepinfer {
 
@@ -156,6 +157,9 @@ void EngineWorker::Loop() {
   std::vector<float> logits;
   std::vector<BatchItem> items;
   std::vector<size_t> item_of;  // running index -> item index (or SIZE_MAX)
+  StepDraws draws(model_, options_.device_sampling);
+  std::vector<RequestState*> draw_states;  // this step's sampled requests, for StepDraws
+  std::vector<size_t> draw_items;
   auto finish = [&](size_t i, const Result<GenerationEnd>& r) {
     stats_.jobs_done.fetch_add(1);
     running[i].job->on_done(r);
@@ -293,17 +297,17 @@ void EngineWorker::Loop() {
         items.push_back({&st.seq(), in, nullptr, nullptr, true});
       }
     }
-    logits.resize(items.size() * static_cast<size_t>(vocab));
-    for (size_t k = 0; k < items.size(); ++k) items[k].logits = &logits[k * vocab];
+    draw_states.clear();
+    draw_items.clear();
+    for (size_t i : samples_now) {
+      draw_states.push_back(running[i].state.get());
+      draw_items.push_back(item_of[i]);
+    }
+    const bool drawn = draws.Plan(items, draw_states, draw_items, logits);
     const AsyncForward::Clock::time_point start = AsyncForward::Clock::now();
     if (stepped) {
-      const uint64_t gap = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(start - last_end).count());
-      stats_.idle_gap_ns_total.fetch_add(gap, std::memory_order_relaxed);
-      stats_.idle_gaps.fetch_add(1, std::memory_order_relaxed);
-      if (gap > stats_.idle_gap_ns_max.load(std::memory_order_relaxed)) {
-        stats_.idle_gap_ns_max.store(gap, std::memory_order_relaxed);
-      }
+      stats_.RecordIdleGap(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(start - last_end).count()));
     }
     // The model step goes to its own thread only when there is something to prepare meanwhile
     // (grammar masks): handing a step over costs two thread wake-ups, which on a busy CPU host
@@ -324,26 +328,22 @@ void EngineWorker::Loop() {
       last_end = AsyncForward::Clock::now();
     }
     stepped = true;
-    stats_.forward_ns_total.fetch_add(
-        static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(last_end - start).count()),
-        std::memory_order_relaxed);
-    stats_.forward_steps.fetch_add(1, std::memory_order_relaxed);
-    stats_.steps.fetch_add(1, std::memory_order_relaxed);
-    uint64_t bytes = 0;
-    for (const Running& r : running) bytes += r.state->seq().bytes();
-    stats_.cache_bytes.store(bytes, std::memory_order_relaxed);
+    stats_.RecordStep(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(last_end - start).count()));
+    stats_.cache_bytes.store(cache_bytes(), std::memory_order_relaxed);
     const BlockPool::Stats pool = model_.block_pool_stats();
     stats_.kv_blocks_in_use.store(pool.blocks_in_use, std::memory_order_relaxed);
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
+    if (st.ok() && drawn) stats_.stepper_sampled_tokens.fetch_add(samples_now.size());
     if (st.ok()) {
       sampling_pool.ParallelFor(
           static_cast<int64_t>(samples_now.size()), [&](int64_t b, int64_t e) {
             for (int64_t k = b; k < e; ++k) {
               const size_t i = samples_now[static_cast<size_t>(k)];
-              sampled[i] = running[i].state->Sample(&logits[item_of[i] * vocab]);
+              sampled[i] = drawn ? running[i].state->Accept(draws.token(static_cast<size_t>(k)))
+                                 : running[i].state->Sample(&logits[item_of[i] * vocab]);
             }
           });
     }

@@ -63,6 +63,21 @@ struct EngineStats {
   std::atomic<uint64_t> idle_gap_ns_total{0};
   std::atomic<uint64_t> idle_gap_ns_max{0};
   std::atomic<uint64_t> idle_gaps{0};
+  // Tokens the slot stepper drew (the device forward on the GPU; device_sampling), not the host.
+  std::atomic<uint64_t> stepper_sampled_tokens{0};
+
+  void RecordIdleGap(uint64_t ns) {
+    idle_gap_ns_total.fetch_add(ns, std::memory_order_relaxed);
+    idle_gaps.fetch_add(1, std::memory_order_relaxed);
+    if (ns > idle_gap_ns_max.load(std::memory_order_relaxed)) {
+      idle_gap_ns_max.store(ns, std::memory_order_relaxed);
+    }
+  }
+  void RecordStep(uint64_t forward_ns) {
+    forward_ns_total.fetch_add(forward_ns, std::memory_order_relaxed);
+    forward_steps.fetch_add(1, std::memory_order_relaxed);
+    steps.fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 class EngineWorker {
@@ -75,6 +90,7 @@ class EngineWorker {
     uint64_t prefix_cache_bytes = 0;  // snapshots of prefixes at 128-token boundaries; 0 = off
     bool park_slots = true;      // slot path: ended sequences stay in their slots (ParkedSlots)
     bool share_prefixes = true;  // slot path: donors for prefixes prompts share (SlotReuse)
+    bool device_sampling = true;  // slot path: draws on the stepper where they can (StepDraws)
     bool overlap = true;         // prepare the next step (masks, new requests) while the model runs
     int sampling_threads = 1;    // requests of a step sample in parallel (the model is idle then)
   };

@@ -120,6 +120,7 @@ int Run(int argc, char** argv) {
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
   engine_options.park_slots = cfg.park_slots;
   engine_options.share_prefixes = cfg.share_prefixes;
+  engine_options.device_sampling = cfg.device_sampling;
   if (cfg.share_prefixes && cfg.park_slots && model.slots_total() > 0 &&
       !model.copies_sequences()) {
     spdlog::warn("share_prefixes: off, this slot stepper cannot copy slots");

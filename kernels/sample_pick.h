@@ -9,6 +9,17 @@
 
 namespace deepinfer {
 
+/// One row's sampling parameters, for a draw made from its logits after the logit processors
+/// (penalties, biases) have been applied: SamplingConfig's sampling part (engine/sampling/
+/// sampler.h) and the counter of the draw (seed, the request's stream, the token's position).
+struct SampleParams {
+  float temperature = 1.0f;  // <= 0: greedy
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]
+  int32_t top_k = -1;        // <= 0: off
+  uint64_t seed = 0, stream = 0, position = 0;
+};
+
 /// Greedy decoding: the largest logit, lowest id among equals.
 DI_HOST_DEVICE inline bool IsGreedy(float temperature, int32_t top_k) {
   return temperature <= 0.0f || top_k == 1;

@@ -6,17 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/sample_pick.h"
+
 namespace deepinfer::kernels {
 
-/// One row's sampling parameters: SamplingConfig's sampling part (the logit processors have
-/// already been applied to the logits) and the counter of its random draw.
-struct SampleParams {
-  float temperature = 1.0f;  // <= 0: greedy
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  int32_t top_k = -1;  // <= 0: off
-  uint64_t seed = 0, stream = 0, position = 0;
-};
+using SampleParams = ::deepinfer::SampleParams;  // one row's parameters (sample_pick.h)
 
 /// Buffers for up to `rows` rows of `vocab` logits, allocated once (nothing is allocated per
 /// call): the sorted keys and ids, the candidates' probabilities, CUB's temporary storage.

@@ -1,3 +1,5 @@
 deepinfer_unit_test(sampler_test unit/sampler_test.cc)
 deepinfer_unit_test(generator_test unit/generator_test.cc)
 target_link_libraries(generator_test PRIVATE deepinfer_scheduler)
+deepinfer_unit_test(step_draws_test unit/step_draws_test.cc)
+target_link_libraries(step_draws_test PRIVATE deepinfer_scheduler)

@@ -1,6 +1,9 @@
 #include "engine/model/host_slot_stepper.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "engine/sampling/sampler.h"
 
 namespace deepinfer {
 
@@ -14,6 +17,7 @@ HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_
   for (int s = 0; s < slots; ++s) states_.push_back(model_.NewSequence());
   items_.reserve(max_rows);
   all_logits_.resize(static_cast<size_t>(max_rows) * model.config().vocab_size);
+  sample_logits_.resize(all_logits_.size());
 }
 
 Status HostSlotStepper::fault() const {
@@ -76,6 +80,37 @@ Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int
     std::copy_n(&all_logits_[logit_rows[k] * V], V, logits + static_cast<int64_t>(k) * V);
   }
   for (int32_t s : slots) ++lengths_[s];
+  return Status::Ok();
+}
+
+Status HostSlotStepper::StepSample(std::span<const int32_t> slots,
+                                   std::span<const int32_t> tokens,
+                                   std::span<const int32_t> sample_rows,
+                                   std::span<const SampleParams> params, const uint32_t* bitmask,
+                                   int32_t* next) {
+  const int64_t rows = sample_rows.empty() ? static_cast<int64_t>(slots.size())
+                                           : static_cast<int64_t>(sample_rows.size());
+  const int32_t V = model_.config().vocab_size;
+  DI_RETURN_IF_ERROR(CheckSampleParams(params, rows, bitmask, V));
+  DI_RETURN_IF_ERROR(Step(slots, tokens, sample_rows, sample_logits_.data()));
+  const int64_t words = (V + 31) / 32;
+  for (int64_t k = 0; k < rows; ++k) {
+    float* row = &sample_logits_[k * V];
+    if (bitmask != nullptr) {
+      const uint32_t* mask = bitmask + k * words;
+      for (int32_t t = 0; t < V; ++t) {
+        if (!((mask[t >> 5] >> (t & 31)) & 1u)) row[t] = -INFINITY;
+      }
+    }
+    const SampleParams& p = params[k];
+    SamplingConfig cfg;
+    cfg.temperature = p.temperature;
+    cfg.top_p = p.top_p;
+    cfg.top_k = p.top_k;
+    cfg.min_p = p.min_p;
+    cfg.seed = p.seed;
+    next[k] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
+  }
   return Status::Ok();
 }
 

@@ -41,6 +41,9 @@ void Model::UseSlots(SlotStepper* stepper) {
   step_logit_rows_.reserve(stepper->max_rows());
   slot_seen_.assign(stepper->slots(), 0);
   step_logits_.assign(static_cast<size_t>(stepper->max_rows()) * cfg_.vocab_size, 0.0f);
+  step_params_.reserve(stepper->max_rows());
+  step_masks_.reserve(static_cast<size_t>(stepper->max_rows()) * ((cfg_.vocab_size + 31) / 32));
+  step_next_.assign(stepper->max_rows(), 0);
 }
 
 SequenceState Model::NewSequence() const {
@@ -74,6 +77,9 @@ Status Model::Forward(SequenceState& seq, std::span<const int32_t> tokens, float
 
 Status Model::ForwardBatch(std::span<BatchItem> items) {
   if (stepper_ != nullptr) return ForwardOnSlots(items);
+  for (const BatchItem& it : items) {
+    if (it.sample != nullptr) return InvalidArgument("draws on the stepper need the slot path");
+  }
   int64_t T = 0;
   for (const BatchItem& it : items) {
     if (it.seq == nullptr || static_cast<int>(it.seq->layers.size()) != cfg_.num_layers) {
@@ -166,6 +172,17 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
     if (it.streams != nullptr) return InvalidArgument("the slot path returns no streams (MTP)");
     rows += static_cast<int64_t>(it.tokens.size());
   }
+  bool draws = false, logits = false;
+  for (const BatchItem& it : items) {
+    if (it.tokens.empty()) continue;
+    draws = draws || it.sample != nullptr;
+    logits = logits || it.logits != nullptr;
+    if (it.sample != nullptr && (it.next == nullptr || it.logits != nullptr)) {
+      return InvalidArgument("a drawn item takes a token out and no logits");
+    }
+  }
+  if (draws && logits) return InvalidArgument("a step's items all take logits or none do");
+  if (draws && !stepper_->SamplesRows()) return InvalidArgument("this slot stepper cannot sample");
   // A sequence twice means its slot twice (each sequence leases its own).
   Status twice = Status::Ok();
   for (const BatchItem& it : items) {
@@ -192,6 +209,7 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
         step_logit_rows_.push_back(first + r);
       }
     }
+    if (it.sample != nullptr && c > 0) step_logit_rows_.push_back(first + c - 1);
   }
   // A fresh sequence empties its slot: a reused slot still holds its last sequence, and even a
   // slot whose length reads 0 may hold caches a failed step moved. (The stepper checks the rows —
@@ -208,6 +226,7 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   if (!step_slots_.empty() && step_logit_rows_.empty()) {
     step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);
   }
+  if (draws) return DrawOnSlots(items);
   if (!step_slots_.empty()) {
     DI_RETURN_IF_ERROR(
         stepper_->Step(step_slots_, step_tokens_, step_logit_rows_, step_logits_.data()));
@@ -222,6 +241,33 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
       wanted += n;
     }
     it.seq->length += c;
+  }
+  return Status::Ok();
+}
+
+Status Model::DrawOnSlots(std::span<BatchItem> items) {
+  const int64_t words = (cfg_.vocab_size + 31) / 32;
+  bool masked = false;
+  for (const BatchItem& it : items) masked = masked || (it.sample != nullptr && it.mask != nullptr);
+  step_params_.clear();
+  step_masks_.clear();
+  for (const BatchItem& it : items) {
+    if (it.sample == nullptr || it.tokens.empty()) continue;
+    step_params_.push_back(*it.sample);
+    if (!masked) continue;
+    if (it.mask != nullptr) {
+      step_masks_.insert(step_masks_.end(), it.mask, it.mask + words);
+    } else {
+      step_masks_.insert(step_masks_.end(), words, ~0u);
+    }
+  }
+  DI_RETURN_IF_ERROR(stepper_->StepSample(step_slots_, step_tokens_, step_logit_rows_,
+                                          step_params_, masked ? step_masks_.data() : nullptr,
+                                          step_next_.data()));
+  size_t drawn = 0;
+  for (BatchItem& it : items) {
+    if (it.sample != nullptr && !it.tokens.empty()) *it.next = step_next_[drawn++];
+    it.seq->length += static_cast<int64_t>(it.tokens.size());
   }
   return Status::Ok();
 }

@@ -28,6 +28,13 @@ struct BatchItem {
   float* logits = nullptr;  // [n, vocab], or [1, vocab] with last_logits_only
   float* streams = nullptr;
   bool last_logits_only = false;  // a prefill chunk needs only its last row's logits
+  // On a stepper that samples (Model::samples_on_stepper), instead of logits: the token drawn
+  // there from the item's last row with *sample, among the tokens `mask` allows (ceil(vocab /
+  // 32) words, bit t % 32 of word t / 32; null: all), goes to *next. A step's items either all
+  // take logits or none do.
+  const SampleParams* sample = nullptr;
+  const uint32_t* mask = nullptr;
+  int32_t* next = nullptr;
 };
 
 class Model {
@@ -61,6 +68,9 @@ class Model {
   /// leased and given a copy of `from`'s slot. An error when no slot is free or the stepper
   /// cannot copy; `from` is unchanged either way.
   Result<SequenceState> CopySequence(const SequenceState& from) const;
+  /// Whether ForwardBatch's items may ask for draws instead of logits (BatchItem::sample): on
+  /// the slot path, when the stepper samples (the device forward, or its CPU reference).
+  bool samples_on_stepper() const { return stepper_ != nullptr && stepper_->SamplesRows(); }
   /// The blocks holding every sequence's compressed rows and indexer keys.
   BlockPool::Stats block_pool_stats() const { return pool_->stats(); }
 
@@ -102,6 +112,8 @@ class Model {
             float* logits);
   void LayerCacheInit(const LayerWeights& L, LayerCache& cache) const;
   Status ForwardOnSlots(std::span<BatchItem> items);
+  // ForwardOnSlots' step when its items ask for draws: one StepSample of the rows it gathered.
+  Status DrawOnSlots(std::span<BatchItem> items);
   bool QuantizeActs(const LinearWeight& w) const {
     return numerics_ == Numerics::kReference && w.quantized();
   }
@@ -122,6 +134,9 @@ class Model {
   std::vector<int32_t> step_slots_, step_tokens_, step_logit_rows_;
   std::vector<uint8_t> slot_seen_;  // one mark per slot while a step's items are checked
   std::vector<float> step_logits_;
+  std::vector<SampleParams> step_params_;  // a sampling step's rows (BatchItem::sample)
+  std::vector<uint32_t> step_masks_;
+  std::vector<int32_t> step_next_;
 };
 
 }  // namespace deepinfer

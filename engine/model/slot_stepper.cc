@@ -1,5 +1,6 @@
 #include "engine/model/slot_stepper.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace deepinfer {
@@ -43,6 +44,31 @@ Status CheckLogitRows(std::span<const int32_t> logit_rows, int64_t rows) {
         (k > 0 && logit_rows[k] <= logit_rows[k - 1])) {
       return InvalidArgument("logit rows must be rows of the step, ascending, each once");
     }
+  }
+  return Status::Ok();
+}
+
+Status CheckSampleParams(std::span<const SampleParams> params, int64_t rows,
+                         const uint32_t* bitmask, int32_t vocab) {
+  if (static_cast<int64_t>(params.size()) != rows) {
+    return InvalidArgument("one sampling config per sampled row");
+  }
+  for (const SampleParams& p : params) {
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+      return InvalidArgument("top_p must be in (0, 1], min_p in [0, 1]");
+    }
+  }
+  if (bitmask == nullptr) return Status::Ok();
+  const int64_t words = (vocab + 31) / 32;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t* row = bitmask + r * words;
+    bool any = false;
+    for (int64_t w = 0; w < words && !any; ++w) {
+      const int32_t valid = std::min<int32_t>(32, vocab - static_cast<int32_t>(w * 32));
+      const uint32_t bits = valid == 32 ? ~0u : (1u << valid) - 1;
+      any = (row[w] & bits) != 0;
+    }
+    if (!any) return InvalidArgument("a sampled row's mask allows no token");
   }
   return Status::Ok();
 }

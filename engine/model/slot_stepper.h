@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/common/status.h"
+#include "kernels/sample_pick.h"
 
 namespace deepinfer {
 
@@ -38,6 +39,28 @@ class SlotStepper {
   /// Step with every row's logits.
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens, float* logits) {
     return Step(slots, tokens, {}, logits);
+  }
+  /// Whether StepSample works here (the engine then draws tokens on the stepper and no logits
+  /// leave it).
+  virtual bool SamplesRows() const { return false; }
+  /// As Step, but draws instead of returning logits: next[k] is the token SampleToken
+  /// (engine/sampling/sampler.h) picks with params[k] from the logits after row sample_rows[k]
+  /// (ascending as logit_rows; empty: every row), among the tokens whose bit is set in row k of
+  /// `bitmask` ([asked rows, ceil(vocab / 32)] words, bit t % 32 of word t / 32; null: every
+  /// token). No logit processors are applied: a
+  /// request with penalties or biases takes Step and the host sampler. Bad input (also
+  /// CheckSampleParams' and a params count other than the rows asked) changes nothing.
+  virtual Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                            std::span<const int32_t> sample_rows,
+                            std::span<const SampleParams> params, const uint32_t* bitmask,
+                            int32_t* next) {
+    (void)slots, (void)tokens, (void)sample_rows, (void)params, (void)bitmask, (void)next;
+    return Unimplemented("this slot stepper cannot sample");
+  }
+  /// StepSample of every row.
+  Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                    std::span<const SampleParams> params, const uint32_t* bitmask, int32_t* next) {
+    return StepSample(slots, tokens, {}, params, bitmask, next);
   }
   /// A fault that stops every later call (the device forward's device fault), else Ok. Any
   /// thread may ask, also while a step runs.
@@ -69,6 +92,11 @@ struct StepLimits {
 /// `slots` zeros, left zero. Nothing else is touched, so a bad step changes nothing.
 Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                      const int64_t* lengths, const StepLimits& limits, std::vector<uint8_t>& seen);
+
+/// Whether params holds `rows` valid draws (top_p in (0, 1], min_p in [0, 1]) and every row of
+/// `bitmask` (null: none) allows at least one of the `vocab` tokens.
+Status CheckSampleParams(std::span<const SampleParams> params, int64_t rows,
+                         const uint32_t* bitmask, int32_t vocab);
 
 /// Whether logit_rows lists rows of a step of `rows` rows in ascending order, each once.
 Status CheckLogitRows(std::span<const int32_t> logit_rows, int64_t rows);

@@ -156,10 +156,29 @@ Status RequestState::Sample(float* last) {
   // request's random stream a function of (seed, stream, position).
   const int32_t token = SampleToken(last, vocab, p.sampling, stream_,
                                     static_cast<uint64_t>(context_.size()), scratch_);
+  if (p.logprobs) ComputeLogprobs(last, vocab, token, 0, &logprobs_);
+  return Accept(token);
+}
+
+bool RequestState::DrawsOnStepper() const {
+  const SamplingConfig& s = params_.sampling;
+  return !matcher_ && !params_.logprobs && s.repetition_penalty == 1.0f &&
+         s.frequency_penalty == 0.0f && s.presence_penalty == 0.0f && s.logit_bias.empty();
+}
+
+SampleParams RequestState::DrawParams() const {
+  const SamplingConfig& s = params_.sampling;
+  return {s.temperature, s.top_p, s.min_p, s.top_k,
+          s.seed,        stream_, static_cast<uint64_t>(context_.size())};
+}
+
+Status RequestState::Accept(int32_t token) {
+  if (static_cast<size_t>(seq_.length) != context_.size()) {
+    return Internal("a token drawn before the model has seen the context");
+  }
   if (matcher_ && !matcher_->AcceptToken(token)) {
     return Internal("grammar: the sampled token was not accepted");
   }
-  if (p.logprobs) ComputeLogprobs(last, vocab, token, 0, &logprobs_);
   history_.AddOutput(token);
   context_.push_back(token);
   pending_.push_back({token, logprobs_.chosen});

@@ -12,8 +12,8 @@ using namespace daemon_testing;  // NOLINT: the harness is this file's vocabular
 
 // --forward slots (on the CPU, the device forward's reference stepper): more requests than slots,
 // prompts longer than a step's budget (so prefill comes in chunks beside decode rows), greedy
-// and seeded sampling — every request's tokens are those of the layers forward, and slots are
-// reused as requests end.
+// and seeded sampling — every request's tokens are those of the layers forward, whether drawn on
+// the stepper (device_sampling, the default) or on the host, and slots are reused as requests end.
 TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
   std::vector<std::string> statuses;
   auto run = [&](const std::string& sock, std::vector<std::string> flags,
@@ -55,9 +55,21 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
           {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
            "--step-token-budget", "8", "--slot-context", "128", "--max-tokens-cap", "64"},
           "\"slots_parked\":3");
+  // The same with every token drawn on the host from the stepper's logits (the seeded requests'
+  // draws above were made on the stepper).
+  const auto host_draws =
+      run(dir_ / "host.sock",
+          {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "3",
+           "--step-token-budget", "8", "--slot-context", "128", "--max-tokens-cap", "64",
+           "--device-sampling", "off"},
+          "\"slots_parked\":3");
   ASSERT_EQ(layers.size(), 8u);
   ASSERT_EQ(slots.size(), 7u);
-  ASSERT_EQ(statuses.size(), 2u);
+  ASSERT_EQ(host_draws.size(), 7u);
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_NE(statuses[0].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[0];
+  EXPECT_EQ(statuses[1].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[1];
+  EXPECT_NE(statuses[2].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[2];
   EXPECT_NE(statuses[0].find("\"forward\":\"layers\""), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[0].find("\"slots_total\":0,"), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[1].find("\"forward\":\"slots\""), std::string::npos) << statuses[1];
@@ -73,6 +85,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     EXPECT_TRUE(EndedDone(r)) << id;
     EXPECT_FALSE(r.tokens.empty()) << id;
     EXPECT_EQ(r.tokens, layers.at(id).tokens) << "request " << id;
+    EXPECT_EQ(host_draws.at(id).tokens, layers.at(id).tokens) << "request " << id;
   }
 }
 

@@ -70,6 +70,7 @@ TEST(DaemonConfigUsage, ListsEveryOptionOnce) {
                                           "slot_context",
                                           "park_slots",
                                           "share_prefixes",
+                                          "device_sampling",
                                           "folded_experts",
                                           "overlap",
                                           "watchdog",

@@ -155,23 +155,22 @@ class DeviceForwardImpl final : public DeviceForward {
     return Guard(std::move(st));
   }
 
+  bool SamplesRows() const override { return true; }
+  using SlotStepper::StepSample;
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                    std::span<const kernels::SampleParams> params, const uint32_t* bitmask,
-                    int32_t* next) override {
+                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
+                    const uint32_t* bitmask, int32_t* next) override {
     DI_RETURN_IF_ERROR(Enter());
-    const int64_t rows = static_cast<int64_t>(slots.size());
-    if (params.size() != slots.size()) return InvalidArgument("one sampling config per row");
-    for (const kernels::SampleParams& p : params) {
-      if (!(p.top_p > 0.0f && p.top_p <= 1.0f) || !(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
-        return InvalidArgument("top_p must be in (0, 1], min_p in [0, 1]");
-      }
-    }
+    const int64_t rows = sample_rows.empty() ? static_cast<int64_t>(slots.size())
+                                             : static_cast<int64_t>(sample_rows.size());
+    DI_RETURN_IF_ERROR(CheckSampleParams(params, rows, bitmask, cfg_.vocab_size));
+    DI_RETURN_IF_ERROR(CheckLogitRows(sample_rows, static_cast<int64_t>(slots.size())));
     DI_RETURN_IF_ERROR(Validate(slots, tokens));
-    if (rows == 0) return Status::Ok();
+    if (slots.empty()) return Status::Ok();
     const int64_t words = (cfg_.vocab_size + 31) / 32;
     std::memcpy(host_params_, params.data(), rows * sizeof(kernels::SampleParams));
     if (bitmask) std::memcpy(host_mask_, bitmask, rows * words * sizeof(uint32_t));
-    Status st = Launch(slots, tokens, {});
+    Status st = Launch(slots, tokens, sample_rows);
     if (st.ok()) {
       st = CudaStatus(
           cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),

@@ -65,14 +65,9 @@ class DeviceForward : public SlotStepper {
   // max_chunk, a full sequence) changes nothing.
   using SlotStepper::Step;
 
-  /// As Step, but picks each row's next token on the device — SampleToken's pick (kernels/
-  /// sampling.h) with params[i], after the grammar mask (host words [rows, ceil(vocab / 32)], bit
-  /// i % 32 of word i / 32 allows token i; null: none) — and returns only the tokens in next[i]:
-  /// the step's one synchronisation copies `rows` ids. Logit processors (penalties, biases) are
-  /// not applied here: requests with them take Step and the host sampler.
-  virtual Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                            std::span<const kernels::SampleParams> params, const uint32_t* bitmask,
-                            int32_t* next) = 0;
+  // StepSample (SlotStepper): SampleToken's pick made on the device (kernels/sampling.h) from
+  // the asked rows' logits after the grammar mask; the step's one synchronisation copies those
+  // rows' ids only.
   /// Device memory held: weights, caches, activations.
   virtual size_t device_bytes() const = 0;
 };
