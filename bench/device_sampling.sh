@@ -5,7 +5,8 @@
 # temperature pick (~3.3 ms on one core). Prints one bench JSON line per mode and the tokens the
 # stepper drew.
 #   [DEVICE=cuda] bench/device_sampling.sh [BIN_DIR] [CLIENTS] [make-tiny flags...]
-# BIN_DIR: build/bin; CLIENTS: 8 (also the batch). Default model: a random 4-layer checkpoint,
+# BIN_DIR: build/bin; CLIENTS: 8 (also the batch); THREADS (environment): the daemon's --threads,
+# which is also the host sampler's thread count (default 2). Default model: a random 4-layer checkpoint,
 # hidden 512, 8 heads, FP8/FP4, 129,280 ids. With DEVICE=cuda pass the production kernels'
 # shapes (bench/gpu_session.sh's kernel-shaped flags) with --vocab 129280.
 set -euo pipefail
@@ -20,7 +21,8 @@ bench_model "$bin" "$@"
 for value in on off; do
   STATUS_KEYS=stepper_sampled_tokens run_mode "$bin" "device_sampling=$value" \
     --device "${DEVICE:-cpu}" --forward slots --prefix-cache-bytes 0 --slot-context 1024 \
-    --batch-requests "$clients" --step-token-budget 256 --threads 2 --device-sampling "$value" \
+    --batch-requests "$clients" --step-token-budget 256 --threads "${THREADS:-2}" \
+    --device-sampling "$value" \
     -- --clients "$clients" --requests 4 --own-ids 16 --prompt-ids "$(prompt_ids 64)" \
     --max-tokens 32 --temperature 0.8 --top-p 0.95
 done

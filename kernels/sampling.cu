@@ -40,24 +40,103 @@ __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const Sampl
     probs[row * vocab + i] = exp((k[i] - top) * inv_t);
 }
 
-// One thread per row: min-p, top-p and the draw, the CPU sampler's own code (sample_pick.h).
-__global__ void PickKernel(const int32_t* sorted_ids, const double* probs, int64_t rows,
-                           int32_t vocab, const SampleParams* params, int32_t* out) {
+constexpr int kPickThreads = 256;
+constexpr int kTile = 2048;  // doubles staged in shared memory per round of a serial fold
+
+// Thread 0 adds v[begin, end) to acc one value at a time, ascending (prefix[i] then holds the
+// running sum after v[i]), or subtracts them descending (down; prefix unused): the CPU's own
+// sequence of roundings. The block stages each tile in shared memory so the chain reads at
+// shared-memory latency instead of one dependent global load per value. Every thread gets acc.
+__device__ double SerialFold(const double* v, int32_t begin, int32_t end, bool down, double acc,
+                             double* prefix, double* tile) {
+  __shared__ double result;
+  for (int32_t t0 = 0; t0 < end - begin; t0 += kTile) {
+    const int32_t m = min(kTile, end - begin - t0);
+    for (int32_t j = threadIdx.x; j < m; j += blockDim.x)
+      tile[j] = v[down ? end - 1 - t0 - j : begin + t0 + j];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (down) {
+        for (int32_t j = 0; j < m; ++j) acc -= tile[j];
+      } else {
+        for (int32_t j = 0; j < m; ++j) tile[j] = (acc += tile[j]);
+      }
+    }
+    __syncthreads();
+    if (!down) {
+      for (int32_t j = threadIdx.x; j < m; j += blockDim.x) prefix[begin + t0 + j] = tile[j];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) result = acc;
+  __syncthreads();
+  return result;
+}
+
+// The first index in [0, n) whose prefix sum passes x (above x, or at least x with `or_equal`),
+// else n: the linear walks of PickCandidate, which the prefix sums' monotony (sums of
+// non-negative terms) lets a binary search take.
+__device__ int32_t FirstPast(const double* prefix, int32_t n, double x, bool or_equal) {
+  int32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    const bool past = or_equal ? prefix[mid] >= x : x < prefix[mid];
+    if (past) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// Block r: PickCandidate (sample_pick.h) on row r's probabilities, the same sums in the same
+// order. The full sum's chain leaves every prefix sum behind; the walks for top-p and the draw
+// re-add the same terms from zero in the same order, so they are those prefix sums and become
+// binary searches. Only min-p's tail, subtracted from the sum one by one, needs a second chain.
+__global__ void __launch_bounds__(kPickThreads)
+    PickKernel(const int32_t* sorted_ids, const double* probs, double* prefixes, int32_t vocab,
+               const SampleParams* params, int32_t* out) {
   AwaitProducers();
-  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (row >= rows) return;
+  __shared__ double tile[kTile];
+  const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
   if (IsGreedy(c.temperature, c.top_k)) {
-    out[row] = ids[0];  // the largest logit, lowest id among equals
+    if (threadIdx.x == 0) out[row] = ids[0];  // the largest logit, lowest id among equals
     return;
   }
   const int32_t n = CandidateCount(c.top_k, vocab);
   const double* p = probs + row * vocab;
-  double sum = 0;
-  for (int32_t i = 0; i < n; ++i) sum += p[i];  // the CPU's order
+  double* prefix = prefixes + row * vocab;
+  double sum = SerialFold(p, 0, n, false, 0.0, prefix, tile);
+  int32_t keep = n;
+  if (c.min_p > 0) {
+    // p falls (sorted candidates), so the terms below min_p * p[0] are a suffix.
+    const double floor = c.min_p * p[0];
+    int32_t lo = 1, hi = n;
+    while (lo < hi) {
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (p[mid] < floor) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    sum = SerialFold(p, lo, n, true, sum, nullptr, tile);
+    keep = lo;
+  }
+  if (threadIdx.x != 0) return;
+  if (c.top_p < 1.0f) {
+    const int32_t i = FirstPast(prefix, keep, c.top_p * sum, true);
+    if (i < keep) {
+      keep = i + 1;
+      sum = prefix[i];
+    }
+  }
   const double u = CounterDraw(c.seed, c.stream, c.position);
-  out[row] = ids[PickCandidate(p, n, sum, c.min_p, c.top_p, u)];
+  const int32_t i = FirstPast(prefix, keep, u * sum, false);
+  out[row] = ids[i < keep ? i : keep - 1];
 }
 
 __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {
@@ -73,7 +152,8 @@ __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {
 SamplerWorkspace::~SamplerWorkspace() {
   for (void* p : {static_cast<void*>(keys_), static_cast<void*>(sorted_keys_),
                   static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
-                  static_cast<void*>(offsets_), static_cast<void*>(probs_), temp_}) {
+                  static_cast<void*>(offsets_), static_cast<void*>(probs_),
+                  static_cast<void*>(prefix_), temp_}) {
     if (p) cudaFree(p);
   }
 }
@@ -93,6 +173,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&sorted_ids_, total * sizeof(int32_t));
   take(&offsets_, (rows + 1) * sizeof(int32_t));
   take(&probs_, total * sizeof(double));
+  take(&prefix_, total * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(OffsetsKernel, 64, 256, 0, nullptr, offsets_, rows, vocab);
   e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
@@ -121,8 +202,8 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(ProbsKernel, static_cast<unsigned>(rows), 256, 0, s, ws.sorted_keys_, vocab, params,
                ws.probs_);
-  LaunchKernel(PickKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s, ws.sorted_ids_,
-               ws.probs_, rows, vocab, params, out);
+  LaunchKernel(PickKernel, static_cast<unsigned>(rows), kPickThreads, 0, s, ws.sorted_ids_,
+               ws.probs_, ws.prefix_, vocab, params, out);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -13,7 +13,8 @@ namespace deepinfer::kernels {
 using SampleParams = ::deepinfer::SampleParams;  // one row's parameters (sample_pick.h)
 
 /// Buffers for up to `rows` rows of `vocab` logits, allocated once (nothing is allocated per
-/// call): the sorted keys and ids, the candidates' probabilities, CUB's temporary storage.
+/// call): the sorted keys and ids, the candidates' probabilities and their running sums, CUB's
+/// temporary storage.
 class SamplerWorkspace {
  public:
   SamplerWorkspace() = default;
@@ -31,6 +32,7 @@ class SamplerWorkspace {
   int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
   int32_t* offsets_ = nullptr;
   double* probs_ = nullptr;
+  double* prefix_ = nullptr;  // each candidate's running sum, the CPU's order
   void* temp_ = nullptr;
   size_t temp_bytes_ = 0;
 };

@@ -1,6 +1,6 @@
 // GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
 // on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
-// full vocabularies, and each kind of truncation.
+// full vocabularies, and each kind of truncation (min-p and top-p together too).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -28,7 +28,8 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
   std::mt19937 rng(std::random_device{}());
   const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
                                    {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
-                                   {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1}};
+                                   {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1},
+                                   {0.9f, 0.8f, 0.1f, -1}};
   for (int32_t vocab : {1000, 129280}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size()) * 2;
     kernels::SamplerWorkspace ws;
