@@ -199,9 +199,9 @@ const std::vector<OptionSpec>& OptionTable() {
       false},
      SetBool<&C::share_prefixes>, Same<&C::share_prefixes>},
     {{"device_sampling", "on|off", "on",
-      "with forward slots, a step whose sampled requests have no logit processors, logprobs or "
-      "grammar draws their tokens on the stepper (the GPU on cuda): one id a request comes back "
-      "instead of a vocabulary-wide row of logits and a host draw; the same tokens either way",
+      "with forward slots, sampled requests without logit processors, logprobs or grammar draw "
+      "their tokens on the stepper (the GPU on cuda): one id comes back instead of a "
+      "vocabulary-wide row of logits and a host draw; the same tokens either way",
       false},
      SetBool<&C::device_sampling>, Same<&C::device_sampling>},
     {{"folded_experts", "on|off", "off",

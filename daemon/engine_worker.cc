@@ -153,7 +153,6 @@ void EngineWorker::Loop() {
     for (const Running& r : running) b += r.state->seq().bytes();
     return b;
   };
-  const int32_t vocab = model_.config().vocab_size;
   std::vector<float> logits;
   std::vector<BatchItem> items;
   std::vector<size_t> item_of;  // running index -> item index (or SIZE_MAX)
@@ -303,7 +302,7 @@ void EngineWorker::Loop() {
       draw_states.push_back(running[i].state.get());
       draw_items.push_back(item_of[i]);
     }
-    const bool drawn = draws.Plan(items, draw_states, draw_items, logits);
+    const size_t drawn = draws.Plan(items, draw_states, draw_items, logits);
     const AsyncForward::Clock::time_point start = AsyncForward::Clock::now();
     if (stepped) {
       stats_.RecordIdleGap(static_cast<uint64_t>(
@@ -336,14 +335,15 @@ void EngineWorker::Loop() {
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
-    if (st.ok() && drawn) stats_.stepper_sampled_tokens.fetch_add(samples_now.size());
+    if (st.ok()) stats_.stepper_sampled_tokens.fetch_add(drawn);
     if (st.ok()) {
       sampling_pool.ParallelFor(
           static_cast<int64_t>(samples_now.size()), [&](int64_t b, int64_t e) {
             for (int64_t k = b; k < e; ++k) {
               const size_t i = samples_now[static_cast<size_t>(k)];
-              sampled[i] = drawn ? running[i].state->Accept(draws.token(static_cast<size_t>(k)))
-                                 : running[i].state->Sample(&logits[item_of[i] * vocab]);
+              const size_t d = static_cast<size_t>(k);
+              sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d))
+                                          : running[i].state->Sample(draws.logits(d));
             }
           });
     }

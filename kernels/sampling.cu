@@ -11,14 +11,16 @@ namespace {
 
 // The masked logits as sort keys (-0 as +0: the CPU's comparison ties them) and their ids.
 __global__ void PrepareKernel(const float* logits, int64_t total, int32_t vocab,
-                              const uint32_t* bitmask, float* keys, int32_t* ids) {
+                              const uint32_t* bitmask, const int32_t* rows_of, float* keys,
+                              int32_t* ids) {
   AwaitProducers();
   const int64_t words = (vocab + 31) / 32;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = i / vocab;
     const int32_t id = static_cast<int32_t>(i % vocab);
-    float v = logits[i] + 0.0f;
+    const int64_t src = rows_of ? static_cast<int64_t>(rows_of[row]) * vocab + id : i;
+    float v = logits[src] + 0.0f;
     if (bitmask && !((bitmask[row * words + id / 32] >> (id % 32)) & 1u)) v = -INFINITY;
     keys[i] = v;
     ids[i] = id;
@@ -188,12 +190,14 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 }
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
-               const uint32_t* bitmask, const SampleParams* params, int32_t* out, void* stream) {
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, void* stream) {
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t total = rows * vocab;
-  LaunchKernel(PrepareKernel, 1024, 256, 0, s, logits, total, vocab, bitmask, ws.keys_, ws.ids_);
+  LaunchKernel(PrepareKernel, 1024, 256, 0, s, logits, total, vocab, bitmask, rows_of, ws.keys_,
+               ws.ids_);
   size_t temp_bytes = ws.temp_bytes_;
   cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
       ws.temp_, temp_bytes, ws.keys_, ws.sorted_keys_, ws.ids_, ws.sorted_ids_,

@@ -25,7 +25,7 @@ class SamplerWorkspace {
 
  private:
   friend int SampleRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
-                        const SampleParams*, int32_t*, void*);
+                        const SampleParams*, const int32_t*, int32_t*, void*);
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   float *keys_ = nullptr, *sorted_keys_ = nullptr;
@@ -37,13 +37,15 @@ class SamplerWorkspace {
   size_t temp_bytes_ = 0;
 };
 
-/// out[r] = the token SampleToken picks from row r of logits [rows, vocab] with params[r]
-/// (device array), after the tokens whose bit is clear in bitmask ([rows, ceil(vocab / 32)]
-/// words, bit i % 32 of word i / 32; null: no mask) are removed. Candidates in the same order
-/// (descending logit, ties by lower id: a stable radix sort), probabilities in double summed in
-/// the same sequence, the same counter-based draw: the same token, except where the draw falls
-/// within a few ulps of double of a boundary (exp in double may differ in its last bit).
+/// out[r] = the token SampleToken picks from row rows_of[r] of logits [.., vocab] (rows_of: a
+/// device array; null: row r) with params[r] (device array), after the tokens whose bit is clear
+/// in row r of bitmask ([rows, ceil(vocab / 32)] words, bit i % 32 of word i / 32; null: no
+/// mask) are removed. Candidates in the same order (descending logit, ties by lower id: a stable
+/// radix sort), probabilities in double summed in the same sequence, the same counter-based
+/// draw: the same token, except where the draw falls within a few ulps of double of a boundary
+/// (exp in double may differ in its last bit).
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
-               const uint32_t* bitmask, const SampleParams* params, int32_t* out, void* stream);
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -17,7 +17,9 @@ HostSlotStepper::HostSlotStepper(Model& model, int slots, int max_rows, int max_
   for (int s = 0; s < slots; ++s) states_.push_back(model_.NewSequence());
   items_.reserve(max_rows);
   all_logits_.resize(static_cast<size_t>(max_rows) * model.config().vocab_size);
-  sample_logits_.resize(all_logits_.size());
+  mixed_logits_.resize(all_logits_.size());
+  mixed_rows_.reserve(max_rows);
+  mixed_drawn_.reserve(max_rows);
 }
 
 Status HostSlotStepper::fault() const {
@@ -83,19 +85,25 @@ Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int
   return Status::Ok();
 }
 
-Status HostSlotStepper::StepSample(std::span<const int32_t> slots,
-                                   std::span<const int32_t> tokens,
-                                   std::span<const int32_t> sample_rows,
-                                   std::span<const SampleParams> params, const uint32_t* bitmask,
-                                   int32_t* next) {
-  const int64_t rows = sample_rows.empty() ? static_cast<int64_t>(slots.size())
-                                           : static_cast<int64_t>(sample_rows.size());
+Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                                  std::span<const int32_t> sample_rows,
+                                  std::span<const SampleParams> params, const uint32_t* bitmask,
+                                  int32_t* next, std::span<const int32_t> logit_rows,
+                                  float* logits) {
+  DI_RETURN_IF_ERROR(MergeStepRows(sample_rows, logit_rows, static_cast<int64_t>(slots.size()),
+                                   mixed_rows_, mixed_drawn_));
   const int32_t V = model_.config().vocab_size;
-  DI_RETURN_IF_ERROR(CheckSampleParams(params, rows, bitmask, V));
-  DI_RETURN_IF_ERROR(Step(slots, tokens, sample_rows, sample_logits_.data()));
+  const int64_t draws = static_cast<int64_t>(mixed_rows_.size() - logit_rows.size());
+  DI_RETURN_IF_ERROR(CheckSampleParams(params, draws, bitmask, V));
+  DI_RETURN_IF_ERROR(Step(slots, tokens, mixed_rows_, mixed_logits_.data()));
   const int64_t words = (V + 31) / 32;
-  for (int64_t k = 0; k < rows; ++k) {
-    float* row = &sample_logits_[k * V];
+  int64_t k = 0, l = 0;  // the next draw, the next logit row
+  for (size_t j = 0; j < mixed_rows_.size(); ++j) {
+    float* row = &mixed_logits_[j * V];
+    if (!mixed_drawn_[j]) {
+      std::copy_n(row, V, logits + l++ * V);
+      continue;
+    }
     if (bitmask != nullptr) {
       const uint32_t* mask = bitmask + k * words;
       for (int32_t t = 0; t < V; ++t) {
@@ -109,7 +117,7 @@ Status HostSlotStepper::StepSample(std::span<const int32_t> slots,
     cfg.top_k = p.top_k;
     cfg.min_p = p.min_p;
     cfg.seed = p.seed;
-    next[k] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
+    next[k++] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
   }
   return Status::Ok();
 }

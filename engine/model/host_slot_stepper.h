@@ -30,13 +30,13 @@ class HostSlotStepper : public SlotStepper {
   using SlotStepper::Step;
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
               std::span<const int32_t> logit_rows, float* logits) override;
-  /// Draws with SampleToken on the host from Step's logits: the device forward's StepSample,
+  /// Draws with SampleToken on the host from Step's logits: the device forward's StepMixed,
   /// pick for pick.
   bool SamplesRows() const override { return true; }
-  using SlotStepper::StepSample;
-  Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
-                    const uint32_t* bitmask, int32_t* next) override;
+  Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                   std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
+                   const uint32_t* bitmask, int32_t* next, std::span<const int32_t> logit_rows,
+                   float* logits) override;
   Status fault() const override;
   bool CopiesSlots() const override { return true; }
   Status CopySlot(int from, int to) override;
@@ -58,8 +58,9 @@ class HostSlotStepper : public SlotStepper {
   std::vector<uint8_t> seen_;
   std::vector<BatchItem> items_;
   std::vector<float> all_logits_;  // every row's, for a step that wants some
-  std::vector<float> sample_logits_;  // StepSample's asked rows, masked in place
-  std::vector<int32_t> sample_scratch_;
+  std::vector<float> mixed_logits_;  // StepMixed's rows, the drawn ones masked in place
+  std::vector<int32_t> mixed_rows_, sample_scratch_;
+  std::vector<uint8_t> mixed_drawn_;
 };
 
 }  // namespace deepinfer

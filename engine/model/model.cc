@@ -41,6 +41,7 @@ void Model::UseSlots(SlotStepper* stepper) {
   step_logit_rows_.reserve(stepper->max_rows());
   slot_seen_.assign(stepper->slots(), 0);
   step_logits_.assign(static_cast<size_t>(stepper->max_rows()) * cfg_.vocab_size, 0.0f);
+  step_sample_rows_.reserve(stepper->max_rows());
   step_params_.reserve(stepper->max_rows());
   step_masks_.reserve(static_cast<size_t>(stepper->max_rows()) * ((cfg_.vocab_size + 31) / 32));
   step_next_.assign(stepper->max_rows(), 0);
@@ -172,16 +173,14 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
     if (it.streams != nullptr) return InvalidArgument("the slot path returns no streams (MTP)");
     rows += static_cast<int64_t>(it.tokens.size());
   }
-  bool draws = false, logits = false;
+  bool draws = false;
   for (const BatchItem& it : items) {
     if (it.tokens.empty()) continue;
     draws = draws || it.sample != nullptr;
-    logits = logits || it.logits != nullptr;
     if (it.sample != nullptr && (it.next == nullptr || it.logits != nullptr)) {
       return InvalidArgument("a drawn item takes a token out and no logits");
     }
   }
-  if (draws && logits) return InvalidArgument("a step's items all take logits or none do");
   if (draws && !stepper_->SamplesRows()) return InvalidArgument("this slot stepper cannot sample");
   // A sequence twice means its slot twice (each sequence leases its own).
   Status twice = Status::Ok();
@@ -199,6 +198,7 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   step_slots_.clear();
   step_tokens_.clear();
   step_logit_rows_.clear();  // the head and the copy only for the rows someone wants
+  step_sample_rows_.clear();
   for (const BatchItem& it : items) {
     const int32_t first = static_cast<int32_t>(step_slots_.size());
     const int32_t c = static_cast<int32_t>(it.tokens.size());
@@ -209,7 +209,7 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
         step_logit_rows_.push_back(first + r);
       }
     }
-    if (it.sample != nullptr && c > 0) step_logit_rows_.push_back(first + c - 1);
+    if (it.sample != nullptr && c > 0) step_sample_rows_.push_back(first + c - 1);
   }
   // A fresh sequence empties its slot: a reused slot still holds its last sequence, and even a
   // slot whose length reads 0 may hold caches a failed step moved. (The stepper checks the rows —
@@ -222,12 +222,13 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
       return Internal("a sequence and its slot disagree on its length");
     }
   }
-  // No item wants logits: ask for one row, since an empty list would mean every row.
-  if (!step_slots_.empty() && step_logit_rows_.empty()) {
-    step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);
-  }
-  if (draws) return DrawOnSlots(items);
-  if (!step_slots_.empty()) {
+  if (draws) {
+    DI_RETURN_IF_ERROR(DrawOnSlots(items));
+  } else if (!step_slots_.empty()) {
+    // No item wants logits: ask for one row, since an empty list would mean every row.
+    if (step_logit_rows_.empty()) {
+      step_logit_rows_.push_back(static_cast<int32_t>(step_slots_.size()) - 1);
+    }
     DI_RETURN_IF_ERROR(
         stepper_->Step(step_slots_, step_tokens_, step_logit_rows_, step_logits_.data()));
   }
@@ -261,13 +262,13 @@ Status Model::DrawOnSlots(std::span<BatchItem> items) {
       step_masks_.insert(step_masks_.end(), words, ~0u);
     }
   }
-  DI_RETURN_IF_ERROR(stepper_->StepSample(step_slots_, step_tokens_, step_logit_rows_,
-                                          step_params_, masked ? step_masks_.data() : nullptr,
-                                          step_next_.data()));
+  DI_RETURN_IF_ERROR(stepper_->StepMixed(step_slots_, step_tokens_, step_sample_rows_,
+                                         step_params_, masked ? step_masks_.data() : nullptr,
+                                         step_next_.data(), step_logit_rows_,
+                                         step_logits_.data()));
   size_t drawn = 0;
   for (BatchItem& it : items) {
     if (it.sample != nullptr && !it.tokens.empty()) *it.next = step_next_[drawn++];
-    it.seq->length += static_cast<int64_t>(it.tokens.size());
   }
   return Status::Ok();
 }

@@ -30,8 +30,8 @@ struct BatchItem {
   bool last_logits_only = false;  // a prefill chunk needs only its last row's logits
   // On a stepper that samples (Model::samples_on_stepper), instead of logits: the token drawn
   // there from the item's last row with *sample, among the tokens `mask` allows (ceil(vocab /
-  // 32) words, bit t % 32 of word t / 32; null: all), goes to *next. A step's items either all
-  // take logits or none do.
+  // 32) words, bit t % 32 of word t / 32; null: all), goes to *next. Other items of the step may
+  // take logits.
   const SampleParams* sample = nullptr;
   const uint32_t* mask = nullptr;
   int32_t* next = nullptr;
@@ -112,7 +112,8 @@ class Model {
             float* logits);
   void LayerCacheInit(const LayerWeights& L, LayerCache& cache) const;
   Status ForwardOnSlots(std::span<BatchItem> items);
-  // ForwardOnSlots' step when its items ask for draws: one StepSample of the rows it gathered.
+  // ForwardOnSlots' step when items ask for draws: one StepMixed of the rows it gathered (the
+  // drawn items' tokens set; the logits in step_logits_ for the caller to hand out).
   Status DrawOnSlots(std::span<BatchItem> items);
   bool QuantizeActs(const LinearWeight& w) const {
     return numerics_ == Numerics::kReference && w.quantized();
@@ -134,7 +135,8 @@ class Model {
   std::vector<int32_t> step_slots_, step_tokens_, step_logit_rows_;
   std::vector<uint8_t> slot_seen_;  // one mark per slot while a step's items are checked
   std::vector<float> step_logits_;
-  std::vector<SampleParams> step_params_;  // a sampling step's rows (BatchItem::sample)
+  std::vector<int32_t> step_sample_rows_;  // a step's drawn rows (BatchItem::sample)
+  std::vector<SampleParams> step_params_;
   std::vector<uint32_t> step_masks_;
   std::vector<int32_t> step_next_;
 };

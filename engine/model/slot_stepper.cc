@@ -73,6 +73,33 @@ Status CheckSampleParams(std::span<const SampleParams> params, int64_t rows,
   return Status::Ok();
 }
 
+Status MergeStepRows(std::span<const int32_t> sample_rows, std::span<const int32_t> logit_rows,
+                     int64_t rows, std::vector<int32_t>& merged, std::vector<uint8_t>& drawn) {
+  merged.clear();
+  drawn.clear();
+  if (sample_rows.empty() && logit_rows.empty()) {
+    for (int32_t r = 0; r < rows; ++r) merged.push_back(r);
+    drawn.assign(merged.size(), 1);
+    return Status::Ok();
+  }
+  size_t a = 0, b = 0;
+  while (a < sample_rows.size() || b < logit_rows.size()) {
+    const bool take_sample =
+        b == logit_rows.size() || (a < sample_rows.size() && sample_rows[a] < logit_rows[b]);
+    merged.push_back(take_sample ? sample_rows[a++] : logit_rows[b++]);
+    drawn.push_back(take_sample ? 1 : 0);
+  }
+  // Each list ascending and no row in both: then the merge is strictly ascending.
+  for (size_t k = 1; k < sample_rows.size(); ++k) {
+    if (sample_rows[k] <= sample_rows[k - 1]) merged.clear();
+  }
+  for (size_t k = 1; k < logit_rows.size(); ++k) {
+    if (logit_rows[k] <= logit_rows[k - 1]) merged.clear();
+  }
+  if (merged.empty()) return InvalidArgument("sampled and logit rows must each be ascending");
+  return CheckLogitRows(merged, rows);
+}
+
 SlotPool::SlotPool(int slots) {
   for (int s = slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is taken first
 }

@@ -40,27 +40,35 @@ class SlotStepper {
   Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens, float* logits) {
     return Step(slots, tokens, {}, logits);
   }
-  /// Whether StepSample works here (the engine then draws tokens on the stepper and no logits
-  /// leave it).
+  /// Whether StepMixed works here (the engine then draws tokens on the stepper, and only the
+  /// rows the host samples leave it as logits).
   virtual bool SamplesRows() const { return false; }
-  /// As Step, but draws instead of returning logits: next[k] is the token SampleToken
-  /// (engine/sampling/sampler.h) picks with params[k] from the logits after row sample_rows[k]
-  /// (ascending as logit_rows; empty: every row), among the tokens whose bit is set in row k of
-  /// `bitmask` ([asked rows, ceil(vocab / 32)] words, bit t % 32 of word t / 32; null: every
-  /// token). No logit processors are applied: a
-  /// request with penalties or biases takes Step and the host sampler. Bad input (also
-  /// CheckSampleParams' and a params count other than the rows asked) changes nothing.
-  virtual Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                            std::span<const int32_t> sample_rows,
-                            std::span<const SampleParams> params, const uint32_t* bitmask,
-                            int32_t* next) {
+  /// As Step, but some rows come back as draws instead of logits: next[k] is the token
+  /// SampleToken (engine/sampling/sampler.h) picks with params[k] from the logits after row
+  /// sample_rows[k], among the tokens whose bit is set in row k of `bitmask` ([draws, ceil(vocab
+  /// / 32)] words, bit t % 32 of word t / 32; null: every token), and the logits after row
+  /// logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
+  /// sample_rows with empty logit_rows: every row drawn). No logit processors are applied: a
+  /// request with penalties or biases takes logits and the host sampler. Bad input (also
+  /// CheckSampleParams' and a params count other than the draws) changes nothing.
+  virtual Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                           std::span<const int32_t> sample_rows,
+                           std::span<const SampleParams> params, const uint32_t* bitmask,
+                           int32_t* next, std::span<const int32_t> logit_rows, float* logits) {
     (void)slots, (void)tokens, (void)sample_rows, (void)params, (void)bitmask, (void)next;
+    (void)logit_rows, (void)logits;
     return Unimplemented("this slot stepper cannot sample");
+  }
+  /// StepMixed with draws only (empty sample_rows: every row).
+  Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
+                    const uint32_t* bitmask, int32_t* next) {
+    return StepMixed(slots, tokens, sample_rows, params, bitmask, next, {}, nullptr);
   }
   /// StepSample of every row.
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                     std::span<const SampleParams> params, const uint32_t* bitmask, int32_t* next) {
-    return StepSample(slots, tokens, {}, params, bitmask, next);
+    return StepMixed(slots, tokens, {}, params, bitmask, next, {}, nullptr);
   }
   /// A fault that stops every later call (the device forward's device fault), else Ok. Any
   /// thread may ask, also while a step runs.
@@ -97,6 +105,12 @@ Status CheckStepRows(std::span<const int32_t> slots, std::span<const int32_t> to
 /// `bitmask` (null: none) allows at least one of the `vocab` tokens.
 Status CheckSampleParams(std::span<const SampleParams> params, int64_t rows,
                          const uint32_t* bitmask, int32_t vocab);
+
+/// The rows StepMixed computes: sample_rows and logit_rows merged in ascending order into
+/// `merged` (each list ascending, no row in both, rows of a step of `rows` rows; both empty:
+/// every row), with drawn[j] telling which list merged[j] came from.
+Status MergeStepRows(std::span<const int32_t> sample_rows, std::span<const int32_t> logit_rows,
+                     int64_t rows, std::vector<int32_t>& merged, std::vector<uint8_t>& drawn);
 
 /// Whether logit_rows lists rows of a step of `rows` rows in ascending order, each once.
 Status CheckLogitRows(std::span<const int32_t> logit_rows, int64_t rows);

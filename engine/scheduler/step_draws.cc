@@ -5,28 +5,33 @@ namespace deepinfer {
 StepDraws::StepDraws(const Model& model, bool on_stepper)
     : model_(model), on_stepper_(on_stepper && model.samples_on_stepper()) {}
 
-bool StepDraws::Plan(std::span<BatchItem> items, std::span<RequestState* const> sampled,
-                     std::span<const size_t> sampled_items, std::vector<float>& logits) {
-  bool draw = on_stepper_ && !sampled.empty();
-  for (size_t k = 0; k < sampled.size() && draw; ++k) draw = sampled[k]->DrawsOnStepper();
-  if (!draw) {
-    const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-    logits.resize(items.size() * vocab);
-    for (size_t k = 0; k < items.size(); ++k) items[k].logits = &logits[k * vocab];
-    return false;
+size_t StepDraws::Plan(std::span<BatchItem> items, std::span<RequestState* const> sampled,
+                       std::span<const size_t> sampled_items, std::vector<float>& logits) {
+  const size_t n = sampled.size(), vocab = static_cast<size_t>(model_.config().vocab_size);
+  // Nothing below grows after the pointers into it are taken, so they hold through the step.
+  drawn_.resize(n);
+  params_.resize(n);
+  next_.resize(n);
+  logits_.assign(n, nullptr);
+  size_t draws = 0;
+  for (size_t k = 0; k < n; ++k) {
+    drawn_[k] = on_stepper_ && sampled[k]->DrawsOnStepper();
+    draws += drawn_[k];
   }
-  // The pointers below stay valid through the step: nothing grows these vectors until the next
-  // Plan.
-  params_.resize(sampled.size());
-  next_.resize(sampled.size());
+  logits.resize((n - draws) * vocab);
   for (BatchItem& item : items) item.logits = nullptr;
-  for (size_t k = 0; k < sampled.size(); ++k) {
-    params_[k] = sampled[k]->DrawParams();
+  for (size_t k = 0, row = 0; k < n; ++k) {
     BatchItem& item = items[sampled_items[k]];
-    item.sample = &params_[k];
-    item.next = &next_[k];
+    if (drawn_[k]) {
+      params_[k] = sampled[k]->DrawParams();
+      item.sample = &params_[k];
+      item.next = &next_[k];
+    } else {
+      logits_[k] = &logits[row++ * vocab];
+      item.logits = logits_[k];
+    }
   }
-  return true;
+  return draws;
 }
 
 }  // namespace deepinfer

@@ -1,9 +1,9 @@
 // Where a step's tokens are drawn. On the slot path the stepper can sample (the device forward's
-// StepSample, or its CPU reference): then the logits never leave it and the step's only copy back
-// is one token per sampled request, instead of a vocabulary-wide row each plus a host draw
-// (~3.3 ms at V4's 129K ids for a temperature pick, bench/RESULTS.md). A step draws there when
-// every request sampled in it can be (RequestState::DrawsOnStepper); one that needs the host —
-// logit processors, log-probabilities, a grammar — takes the whole step's logits, as before.
+// StepMixed, or its CPU reference): a request drawn there gets one token id back instead of a
+// vocabulary-wide row of logits and a host draw (~3.3 ms at V4's 129K ids for a temperature
+// pick on one core, bench/RESULTS.md). Each request sampled in a step is drawn there when it can
+// be (RequestState::DrawsOnStepper); one that needs the host — logit processors,
+// log-probabilities, a grammar — takes its logits in the same step.
 #pragma once
 
 #include <cstddef>
@@ -19,24 +19,29 @@ namespace deepinfer {
 /// A step's draws: on the stepper or from logits on the host (see the file comment).
 class StepDraws {
  public:
-  /// `on_stepper`: whether steps may draw on the stepper at all (the model must sample there
+  /// `on_stepper`: whether requests may draw on the stepper at all (the model must sample there
   /// too, Model::samples_on_stepper).
   StepDraws(const Model& model, bool on_stepper);
 
   /// Prepares a step's items. `sampled` are the requests that draw a token after this step,
-  /// their items at items[sampled_items[k]]. On the stepper, those items ask for their draws
-  /// (BatchItem::sample) and no item takes logits; else item k's logits go to row k of `logits`,
-  /// resized to hold them. Returns whether the step draws on the stepper.
-  bool Plan(std::span<BatchItem> items, std::span<RequestState* const> sampled,
-            std::span<const size_t> sampled_items, std::vector<float>& logits);
-  /// After a step that drew on the stepper: the token of sampled[k].
+  /// their items at items[sampled_items[k]]. Those that can draw on the stepper ask for it
+  /// (BatchItem::sample); the others' items take their logits into rows of `logits` (resized to
+  /// hold them); items that sample nothing take neither. Returns how many draw on the stepper.
+  size_t Plan(std::span<BatchItem> items, std::span<RequestState* const> sampled,
+              std::span<const size_t> sampled_items, std::vector<float>& logits);
+  /// After the step: whether sampled[k] was drawn on the stepper; then its token, else its
+  /// logits (the row Plan gave its item).
+  bool drawn(size_t k) const { return drawn_[k] != 0; }
   int32_t token(size_t k) const { return next_[k]; }
+  float* logits(size_t k) const { return logits_[k]; }
 
  private:
   const Model& model_;
   const bool on_stepper_;
+  std::vector<uint8_t> drawn_;
   std::vector<SampleParams> params_;
   std::vector<int32_t> next_;
+  std::vector<float*> logits_;
 };
 
 }  // namespace deepinfer

@@ -1,9 +1,11 @@
 // GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
 // on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
-// full vocabularies, and each kind of truncation (min-p and top-p together too).
+// full vocabularies, and each kind of truncation (min-p and top-p together too); and rows read
+// through an index (rows_of).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -63,9 +65,31 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     DeviceVector<kernels::SampleParams> dp(params);
     auto dout = DeviceVector<int32_t>::Poisoned(rows);
     ASSERT_EQ(
-        kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), dout.get(), nullptr), 0);
+        kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr, dout.get(),
+                            nullptr),
+        0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<int32_t> got = dout.ToHost();
+    // Rows read through rows_of (the device forward's draws among a step's rows): draw r reads
+    // logits row rows - 1 - r with that row's params and mask, so it picks what that row did.
+    std::vector<int32_t> reversed(rows);
+    std::vector<uint32_t> mask_rev(mask.size());
+    std::vector<kernels::SampleParams> params_rev(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      reversed[r] = static_cast<int32_t>(rows - 1 - r);
+      params_rev[r] = params[rows - 1 - r];
+      std::copy_n(&mask[(rows - 1 - r) * words], words, &mask_rev[r * words]);
+    }
+    DeviceVector<int32_t> drev(reversed);
+    DeviceVector<uint32_t> dmrev(mask_rev);
+    DeviceVector<kernels::SampleParams> dprev(params_rev);
+    auto dout_rev = DeviceVector<int32_t>::Poisoned(rows);
+    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dmrev.get(), dprev.get(), drev.get(),
+                                  dout_rev.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> got_rev = dout_rev.ToHost();
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got_rev[r], got[rows - 1 - r]) << r;
     std::vector<int32_t> scratch;
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);

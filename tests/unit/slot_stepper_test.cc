@@ -152,8 +152,9 @@ int32_t HostPick(std::vector<float> row, const SampleParams& p, const uint32_t* 
 
 // Draws on the stepper pick, row for row, what the host sampler picks from the same step's
 // logits — nucleus, top-k and greedy rows, one under a mask of three tokens — and the picks feed
-// the next step. Bad draws (a params count other than the rows asked, top_p 0, a mask that
-// allows nothing) are refused before the step.
+// the next step; a mixed step returns some rows drawn and the others as logits. Bad draws (a row
+// both drawn and returned, a params count other than the draws, top_p 0, a mask that allows
+// nothing) are refused before the step.
 TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
   Model logits_model(*ck_, *cpu_, Numerics::kReference), draws_model(*ck_, *cpu_, Numerics::kReference);
   HostSlotStepper with_logits(logits_model, 3, 16, 8, 128), with_draws(draws_model, 3, 16, 8, 128);
@@ -188,6 +189,24 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
   }
   EXPECT_TRUE(std::includes(std::set<int32_t>{3, 5, 7}.begin(), std::set<int32_t>{3, 5, 7}.end(),
                             masked_picks.begin(), masked_picks.end()));
+  // A mixed step: slot 1's row drawn, slots 0 and 2 returned as logits.
+  std::vector<float> all(3 * V_), two(2 * V_);
+  ASSERT_TRUE(with_logits.Step(slots, tokens, all.data()).ok());
+  const std::vector<int32_t> drawn_row = {1}, logit_rows = {0, 2}, overlap = {1, 2};
+  int32_t mixed = -1;
+  params[1].position = 6;
+  EXPECT_EQ(with_draws
+                .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed, overlap,
+                           two.data())
+                .code(),
+            ErrorCode::kInvalidArgument);  // row 1 both drawn and returned
+  ASSERT_TRUE(with_draws
+                  .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed,
+                             logit_rows, two.data())
+                  .ok());
+  EXPECT_EQ(mixed, HostPick(std::vector<float>(&all[V_], &all[2 * V_]), params[1], nullptr));
+  EXPECT_EQ(std::memcmp(two.data(), all.data(), V_ * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(&two[V_], &all[2 * V_], V_ * sizeof(float)), 0);
   const std::vector<int32_t> one_slot = {0}, one_token = {4};
   std::vector<int32_t> next(1);
   EXPECT_EQ(with_draws.StepSample(one_slot, one_token, params, nullptr, next.data()).code(),
@@ -201,39 +220,42 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
                                   next.data())
                 .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(with_draws.length(0), 9);  // the refused draws stepped nothing
+  EXPECT_EQ(with_draws.length(0), 10);  // the refused draws stepped nothing
 }
 
 // Through the Model: items asking for draws get the tokens the host sampler picks from the
-// items' logits, a prompt chunk beside them takes no row, and a step mixing logits with draws,
-// or draws off the slot path, is refused without changing anything.
+// items' logits, an item beside them may take logits in the same step (the host sampler's
+// requests), a prompt chunk takes no row, and draws off the slot path are refused.
 TEST_F(SlotPathTest, ItemsAskingForDrawsGetTheirTokens) {
   MakeSlotted(3, 16, 8, 128);
   ASSERT_TRUE(slotted_->samples_on_stepper());
   Model plain_inner(*ck_, *cpu_, Numerics::kReference), plain(*ck_, *cpu_, Numerics::kReference);
   HostSlotStepper plain_stepper(plain_inner, 3, 16, 8, 128);
   plain.UseSlots(&plain_stepper);
-  const std::vector<int32_t> a = Tokens(5, 1), b = Tokens(12, 2);
+  const std::vector<int32_t> a = Tokens(5, 1), b = Tokens(12, 2), c = Tokens(3, 3);
   SequenceState da = slotted_->NewSequence(), db = slotted_->NewSequence();
-  SequenceState la = plain.NewSequence(), lb = plain.NewSequence();
+  SequenceState dc = slotted_->NewSequence();
+  SequenceState la = plain.NewSequence(), lb = plain.NewSequence(), lc = plain.NewSequence();
   const SampleParams draw{0.7f, 0.9f, 0.05f, 40, 5, 9, 5};
   int32_t token = -1;
-  BatchItem drawn[2] = {{&da, a, nullptr, nullptr, true, &draw, nullptr, &token},
-                        {&db, {b.data(), 8}, nullptr, nullptr, true}};
-  std::vector<float> row(V_);
-  BatchItem with_logits[2] = {{&la, a, row.data(), nullptr, true},
-                              {&lb, {b.data(), 8}, nullptr, nullptr, true}};
+  std::vector<float> row(V_), c_got(V_), c_want(V_);
+  BatchItem drawn[3] = {{&da, a, nullptr, nullptr, true, &draw, nullptr, &token},
+                        {&db, {b.data(), 8}, nullptr, nullptr, true},
+                        {&dc, c, c_got.data(), nullptr, true}};
+  BatchItem with_logits[3] = {{&la, a, row.data(), nullptr, true},
+                              {&lb, {b.data(), 8}, nullptr, nullptr, true},
+                              {&lc, c, c_want.data(), nullptr, true}};
   const Status st = slotted_->ForwardBatch(drawn);
   ASSERT_TRUE(st.ok()) << st.ToString();
   ASSERT_TRUE(plain.ForwardBatch(with_logits).ok());
   EXPECT_EQ(token, HostPick(row, draw, nullptr));
+  EXPECT_EQ(std::memcmp(c_got.data(), c_want.data(), V_ * sizeof(float)), 0);
   EXPECT_EQ(da.length, 5);
   EXPECT_EQ(db.length, 8);
-  // Logits for one item and a draw for the other in one step: refused.
-  const std::vector<int32_t> next_b = {b[8]};
-  BatchItem mixed[2] = {{&da, {&token, 1}, nullptr, nullptr, true, &draw, nullptr, &token},
-                        {&db, next_b, row.data(), nullptr, true}};
-  EXPECT_EQ(slotted_->ForwardBatch(mixed).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(dc.length, 3);
+  // An item asking for both a draw and logits: refused, nothing changed.
+  BatchItem both[1] = {{&da, {&token, 1}, row.data(), nullptr, true, &draw, nullptr, &token}};
+  EXPECT_EQ(slotted_->ForwardBatch(both).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(da.length, 5);
   EXPECT_EQ(stepper_->length(da.slot.slot()), 5);
   Model layers(*ck_, *cpu_, Numerics::kReference);

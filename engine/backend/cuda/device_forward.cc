@@ -12,6 +12,7 @@
 
 #include "engine/backend/cuda/cuda_status.h"
 #include "engine/backend/cuda/device_branches.h"
+#include "engine/backend/cuda/device_draws.h"
 #include "engine/backend/cuda/device_step.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/slot_caches.h"
@@ -33,7 +34,6 @@ class DeviceForwardImpl final : public DeviceForward {
     if (stream_) cudaStreamSynchronize(stream_);  // a failed Init may leave work queued
     for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (host_in_) cudaFreeHost(host_in_);
-    if (host_sample_) cudaFreeHost(host_sample_);
     branches_.Synchronize();  // a failed Init may also leave work on a side stream
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -156,42 +156,23 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   bool SamplesRows() const override { return true; }
-  using SlotStepper::StepSample;
-  Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
-                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
-                    const uint32_t* bitmask, int32_t* next) override {
+  Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                   std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
+                   const uint32_t* bitmask, int32_t* next, std::span<const int32_t> logit_rows,
+                   float* logits) override {
     DI_RETURN_IF_ERROR(Enter());
-    const int64_t rows = sample_rows.empty() ? static_cast<int64_t>(slots.size())
-                                             : static_cast<int64_t>(sample_rows.size());
-    DI_RETURN_IF_ERROR(CheckSampleParams(params, rows, bitmask, cfg_.vocab_size));
-    DI_RETURN_IF_ERROR(CheckLogitRows(sample_rows, static_cast<int64_t>(slots.size())));
+    DI_RETURN_IF_ERROR(MergeStepRows(sample_rows, logit_rows, static_cast<int64_t>(slots.size()),
+                                     merged_rows_, merged_drawn_));
+    const int64_t draws = static_cast<int64_t>(merged_rows_.size() - logit_rows.size());
+    if (draws > draws_.rows()) {
+      return InvalidArgument("a step draws at most " + std::to_string(draws_.rows()) + " rows");
+    }
+    DI_RETURN_IF_ERROR(CheckSampleParams(params, draws, bitmask, cfg_.vocab_size));
     DI_RETURN_IF_ERROR(Validate(slots, tokens));
     if (slots.empty()) return Status::Ok();
-    const int64_t words = (cfg_.vocab_size + 31) / 32;
-    std::memcpy(host_params_, params.data(), rows * sizeof(kernels::SampleParams));
-    if (bitmask) std::memcpy(host_mask_, bitmask, rows * words * sizeof(uint32_t));
-    Status st = Launch(slots, tokens, sample_rows);
+    Status st = Launch(slots, tokens, merged_rows_);
     if (st.ok()) {
-      st = CudaStatus(
-          cudaMemcpyAsync(dev_params_, host_params_, rows * sizeof(kernels::SampleParams),
-                          cudaMemcpyHostToDevice, stream_),
-          "sampling params");
-    }
-    if (st.ok() && bitmask) {
-      st = CudaStatus(cudaMemcpyAsync(dev_mask_, host_mask_, rows * words * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, stream_),
-                      "grammar mask");
-    }
-    if (st.ok()) {
-      st = KernelStatus(
-          kernels::SampleRows(sampler_, plan_.buf.logits, rows, cfg_.vocab_size,
-                              bitmask ? dev_mask_ : nullptr, dev_params_, dev_next_, stream_),
-          "sampling");
-    }
-    if (st.ok()) {
-      st = CudaStatus(
-          cudaMemcpyAsync(next, dev_next_, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
-          "sampled tokens");
+      st = draws_.Queue(plan_.buf.logits, merged_drawn_, params, bitmask, next, logits, stream_);
     }
     if (st.ok()) st = Finish(slots);
     return Guard(std::move(st));
@@ -246,17 +227,12 @@ class DeviceForwardImpl final : public DeviceForward {
     return Status::Ok();
   }
 
+  // A step draws at most one row a slot in practice (a sequence's next token), so the sampler's
+  // buffers (~32 bytes a logit) hold min(max_batch, slots) rows, not a whole step's.
   Status AllocSampling() {
-    const int64_t B = opt_.max_batch, words = (cfg_.vocab_size + 31) / 32;
-    sample_bytes_ = B * sizeof(kernels::SampleParams) + B * words * sizeof(uint32_t);
-    DI_ASSIGN_OR_RETURN(void* dev, mem_.Alloc(sample_bytes_));
-    DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_sample_, sample_bytes_), "cudaMallocHost"));
-    dev_params_ = static_cast<kernels::SampleParams*>(dev);
-    dev_mask_ = reinterpret_cast<uint32_t*>(dev_params_ + B);
-    host_params_ = static_cast<kernels::SampleParams*>(host_sample_);
-    host_mask_ = reinterpret_cast<uint32_t*>(host_params_ + B);
-    DI_ASSIGN_OR_RETURN(dev_next_, mem_.Take<int32_t>(B));
-    return KernelStatus(sampler_.Reserve(B, cfg_.vocab_size), "sampler workspace");
+    merged_rows_.reserve(opt_.max_batch);
+    merged_drawn_.reserve(opt_.max_batch);
+    return draws_.Reserve(mem_, std::min(opt_.max_batch, opt_.slots), cfg_.vocab_size);
   }
 
   // The input block: int64 arrays first (pos, seg_begin, per ratio comp_pos), then int32 ones.
@@ -366,12 +342,9 @@ class DeviceForwardImpl final : public DeviceForward {
   cudaStream_t stream_ = nullptr;
   kernels::Fp8GemmContext gemm_;
   kernels::Bf16GemmContext bf16_;
-  kernels::SamplerWorkspace sampler_;
-  void* host_sample_ = nullptr;  // pinned: params, then mask words
-  size_t sample_bytes_ = 0;
-  kernels::SampleParams *host_params_ = nullptr, *dev_params_ = nullptr;
-  uint32_t *host_mask_ = nullptr, *dev_mask_ = nullptr;
-  int32_t* dev_next_ = nullptr;
+  DeviceDraws draws_;
+  std::vector<int32_t> merged_rows_;  // a StepMixed's rows (MergeStepRows)
+  std::vector<uint8_t> merged_drawn_;
   std::vector<int64_t> lengths_;
   std::vector<int> buckets_;
   std::map<int, cudaGraphExec_t> graphs_;

@@ -1,0 +1,51 @@
+// The device forward's draws (SlotStepper::StepMixed on engine/backend/cuda/device_forward.h):
+// after a step's LM head has written the logits of the rows asked for, the drawn rows' tokens are
+// picked on the device (kernels/sampling.h, the CPU sampler's picks) and come back as one id
+// each, and the other rows' logits are copied back for the host sampler. Buffers are made once:
+// the sampler's workspace (~32 bytes a logit), pinned staging for the draws' parameters, masks
+// and rows, and their device copies.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/common/status.h"
+#include "kernels/sampling.h"
+
+namespace deepinfer {
+
+class DeviceDraws {
+ public:
+  DeviceDraws() = default;
+  DeviceDraws(const DeviceDraws&) = delete;
+  DeviceDraws& operator=(const DeviceDraws&) = delete;
+  ~DeviceDraws();
+
+  /// Room for up to `rows` draws a step over `vocab` ids (device memory from `mem`).
+  Status Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab);
+  /// Draws a step may make.
+  int64_t rows() const { return rows_; }
+
+  /// Queues on `stream`, after the step that wrote `logits` (its rows in `drawn`'s order,
+  /// [drawn.size(), vocab]): the draws of the rows marked in `drawn` (params and masks in their
+  /// order, masks null for none) into next[..], and the unmarked rows' logits into
+  /// host_logits[..] in their order. The caller synchronises the stream before reading either.
+  Status Queue(const float* logits, std::span<const uint8_t> drawn,
+               std::span<const SampleParams> params, const uint32_t* masks, int32_t* next,
+               float* host_logits, cudaStream_t stream);
+
+ private:
+  int64_t rows_ = 0;
+  int32_t vocab_ = 0;
+  kernels::SamplerWorkspace sampler_;
+  void* host_ = nullptr;  // pinned: params, then mask words, then draw rows
+  SampleParams *host_params_ = nullptr, *dev_params_ = nullptr;
+  uint32_t *host_masks_ = nullptr, *dev_masks_ = nullptr;
+  int32_t *host_rows_ = nullptr, *dev_rows_ = nullptr;
+  int32_t* dev_next_ = nullptr;
+};
+
+}  // namespace deepinfer
