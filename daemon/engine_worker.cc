@@ -342,7 +342,7 @@ void EngineWorker::Loop() {
             for (int64_t k = b; k < e; ++k) {
               const size_t i = samples_now[static_cast<size_t>(k)];
               const size_t d = static_cast<size_t>(k);
-              sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d))
+              sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d), draws.logprob(d))
                                           : running[i].state->Sample(draws.logits(d));
             }
           });

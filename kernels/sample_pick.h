@@ -18,6 +18,9 @@ struct SampleParams {
   float min_p = 0.0f;        // [0, 1]
   int32_t top_k = -1;        // <= 0: off
   uint64_t seed = 0, stream = 0, position = 0;
+  // Nonzero: the draw also reports the chosen token's log-probability among the (masked)
+  // logits, before temperature (engine/sampling/sampler.h's ComputeLogprobs).
+  uint32_t logprob = 0;
 };
 
 /// Greedy decoding: the largest logit, lowest id among equals.

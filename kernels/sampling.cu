@@ -97,15 +97,19 @@ __device__ int32_t FirstPast(const double* prefix, int32_t n, double x, bool or_
 // re-add the same terms from zero in the same order, so they are those prefix sums and become
 // binary searches. Only min-p's tail, subtracted from the sum one by one, needs a second chain.
 __global__ void __launch_bounds__(kPickThreads)
-    PickKernel(const int32_t* sorted_ids, const double* probs, double* prefixes, int32_t vocab,
-               const SampleParams* params, int32_t* out) {
+    PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
+               double* prefixes, int32_t vocab, const SampleParams* params, int32_t* out,
+               float* picked_keys) {
   AwaitProducers();
   __shared__ double tile[kTile];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
   if (IsGreedy(c.temperature, c.top_k)) {
-    if (threadIdx.x == 0) out[row] = ids[0];  // the largest logit, lowest id among equals
+    if (threadIdx.x == 0) {
+      out[row] = ids[0];  // the largest logit, lowest id among equals
+      picked_keys[row] = sorted_keys[row * vocab];
+    }
     return;
   }
   const int32_t n = CandidateCount(c.top_k, vocab);
@@ -137,8 +141,35 @@ __global__ void __launch_bounds__(kPickThreads)
     }
   }
   const double u = CounterDraw(c.seed, c.stream, c.position);
-  const int32_t i = FirstPast(prefix, keep, u * sum, false);
-  out[row] = ids[i < keep ? i : keep - 1];
+  const int32_t i = FirstPast(prefix, keep, u * sum, false), pick = i < keep ? i : keep - 1;
+  out[row] = ids[pick];
+  picked_keys[row] = sorted_keys[row * vocab + pick];  // its masked logit, for LogprobKernel
+}
+
+// Block r: the picked token's log-probability, as ComputeLogprobs takes it: its logit less
+// max + log(sum of exp(logit - max)) over the masked row (the sorted keys: max first, masked
+// tokens -inf, which add nothing), the sum in double, in a block reduction's order.
+__global__ void __launch_bounds__(kPickThreads)
+    LogprobKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
+                  const float* picked_keys, float* logprobs) {
+  AwaitProducers();
+  __shared__ double partial[kPickThreads / 32];
+  const int64_t row = blockIdx.x;
+  if (!params[row].logprob) return;
+  const float* k = sorted_keys + row * vocab;
+  const float mx = k[0];
+  double sum = 0;
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    sum += exp(static_cast<double>(k[i]) - mx);
+  }
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  sum = 0;
+  for (int w = 0; w < kPickThreads / 32; ++w) sum += partial[w];
+  const double log_z = mx + log(sum);
+  logprobs[row] = static_cast<float>(static_cast<double>(picked_keys[row]) - log_z);
 }
 
 __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {
@@ -155,7 +186,7 @@ SamplerWorkspace::~SamplerWorkspace() {
   for (void* p : {static_cast<void*>(keys_), static_cast<void*>(sorted_keys_),
                   static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
                   static_cast<void*>(offsets_), static_cast<void*>(probs_),
-                  static_cast<void*>(prefix_), temp_}) {
+                  static_cast<void*>(prefix_), static_cast<void*>(picked_keys_), temp_}) {
     if (p) cudaFree(p);
   }
 }
@@ -176,6 +207,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&offsets_, (rows + 1) * sizeof(int32_t));
   take(&probs_, total * sizeof(double));
   take(&prefix_, total * sizeof(double));
+  take(&picked_keys_, rows * sizeof(float));
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(OffsetsKernel, 64, 256, 0, nullptr, offsets_, rows, vocab);
   e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
@@ -191,7 +223,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
-               int32_t* out, void* stream) {
+               int32_t* out, float* logprobs, void* stream) {
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -207,7 +239,11 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   LaunchKernel(ProbsKernel, static_cast<unsigned>(rows), 256, 0, s, ws.sorted_keys_, vocab, params,
                ws.probs_);
   LaunchKernel(PickKernel, static_cast<unsigned>(rows), kPickThreads, 0, s, ws.sorted_ids_,
-               ws.probs_, ws.prefix_, vocab, params, out);
+               ws.sorted_keys_, ws.probs_, ws.prefix_, vocab, params, out, ws.picked_keys_);
+  if (logprobs) {
+    LaunchKernel(LogprobKernel, static_cast<unsigned>(rows), kPickThreads, 0, s, ws.sorted_keys_,
+                 vocab, params, ws.picked_keys_, logprobs);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -25,7 +25,7 @@ class SamplerWorkspace {
 
  private:
   friend int SampleRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
-                        const SampleParams*, const int32_t*, int32_t*, void*);
+                        const SampleParams*, const int32_t*, int32_t*, float*, void*);
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   float *keys_ = nullptr, *sorted_keys_ = nullptr;
@@ -33,6 +33,7 @@ class SamplerWorkspace {
   int32_t* offsets_ = nullptr;
   double* probs_ = nullptr;
   double* prefix_ = nullptr;  // each candidate's running sum, the CPU's order
+  float* picked_keys_ = nullptr;  // each row's picked token's masked logit
   void* temp_ = nullptr;
   size_t temp_bytes_ = 0;
 };
@@ -43,9 +44,12 @@ class SamplerWorkspace {
 /// mask) are removed. Candidates in the same order (descending logit, ties by lower id: a stable
 /// radix sort), probabilities in double summed in the same sequence, the same counter-based
 /// draw: the same token, except where the draw falls within a few ulps of double of a boundary
-/// (exp in double may differ in its last bit).
+/// (exp in double may differ in its last bit). With `logprobs` (device array; null: none),
+/// logprobs[r] for rows whose params ask (SampleParams::logprob) is the picked token's
+/// log-probability among the masked logits: ComputeLogprobs' value, its sum of exponentials in
+/// another order (within float rounding).
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
-               int32_t* out, void* stream);
+               int32_t* out, float* logprobs, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -88,8 +88,8 @@ Status HostSlotStepper::Step(std::span<const int32_t> slots, std::span<const int
 Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                                   std::span<const int32_t> sample_rows,
                                   std::span<const SampleParams> params, const uint32_t* bitmask,
-                                  int32_t* next, std::span<const int32_t> logit_rows,
-                                  float* logits) {
+                                  int32_t* next, float* logprobs,
+                                  std::span<const int32_t> logit_rows, float* logits) {
   DI_RETURN_IF_ERROR(MergeStepRows(sample_rows, logit_rows, static_cast<int64_t>(slots.size()),
                                    mixed_rows_, mixed_drawn_));
   const int32_t V = model_.config().vocab_size;
@@ -117,7 +117,13 @@ Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<cons
     cfg.top_k = p.top_k;
     cfg.min_p = p.min_p;
     cfg.seed = p.seed;
-    next[k++] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
+    next[k] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
+    if (p.logprob && logprobs != nullptr) {
+      TokenLogprobs lp;
+      ComputeLogprobs(row, V, next[k], 0, &lp);
+      logprobs[k] = lp.chosen;
+    }
+    ++k;
   }
   return Status::Ok();
 }

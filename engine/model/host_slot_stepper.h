@@ -35,8 +35,8 @@ class HostSlotStepper : public SlotStepper {
   bool SamplesRows() const override { return true; }
   Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
-                   const uint32_t* bitmask, int32_t* next, std::span<const int32_t> logit_rows,
-                   float* logits) override;
+                   const uint32_t* bitmask, int32_t* next, float* logprobs,
+                   std::span<const int32_t> logit_rows, float* logits) override;
   Status fault() const override;
   bool CopiesSlots() const override { return true; }
   Status CopySlot(int from, int to) override;

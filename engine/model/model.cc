@@ -45,6 +45,7 @@ void Model::UseSlots(SlotStepper* stepper) {
   step_params_.reserve(stepper->max_rows());
   step_masks_.reserve(static_cast<size_t>(stepper->max_rows()) * ((cfg_.vocab_size + 31) / 32));
   step_next_.assign(stepper->max_rows(), 0);
+  step_logprobs_.assign(stepper->max_rows(), 0.0f);
 }
 
 SequenceState Model::NewSequence() const {
@@ -264,11 +265,13 @@ Status Model::DrawOnSlots(std::span<BatchItem> items) {
   }
   DI_RETURN_IF_ERROR(stepper_->StepMixed(step_slots_, step_tokens_, step_sample_rows_,
                                          step_params_, masked ? step_masks_.data() : nullptr,
-                                         step_next_.data(), step_logit_rows_,
-                                         step_logits_.data()));
+                                         step_next_.data(), step_logprobs_.data(),
+                                         step_logit_rows_, step_logits_.data()));
   size_t drawn = 0;
   for (BatchItem& it : items) {
-    if (it.sample != nullptr && !it.tokens.empty()) *it.next = step_next_[drawn++];
+    if (it.sample == nullptr || it.tokens.empty()) continue;
+    if (it.logprob != nullptr) *it.logprob = it.sample->logprob ? step_logprobs_[drawn] : 0.0f;
+    *it.next = step_next_[drawn++];
   }
   return Status::Ok();
 }

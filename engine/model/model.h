@@ -32,9 +32,11 @@ struct BatchItem {
   // there from the item's last row with *sample, among the tokens `mask` allows (ceil(vocab /
   // 32) words, bit t % 32 of word t / 32; null: all), goes to *next. Other items of the step may
   // take logits.
+  // With sample->logprob, the token's log-probability goes to *logprob.
   const SampleParams* sample = nullptr;
   const uint32_t* mask = nullptr;
   int32_t* next = nullptr;
+  float* logprob = nullptr;
 };
 
 class Model {
@@ -139,6 +141,7 @@ class Model {
   std::vector<SampleParams> step_params_;
   std::vector<uint32_t> step_masks_;
   std::vector<int32_t> step_next_;
+  std::vector<float> step_logprobs_;
 };
 
 }  // namespace deepinfer

@@ -46,29 +46,32 @@ class SlotStepper {
   /// As Step, but some rows come back as draws instead of logits: next[k] is the token
   /// SampleToken (engine/sampling/sampler.h) picks with params[k] from the logits after row
   /// sample_rows[k], among the tokens whose bit is set in row k of `bitmask` ([draws, ceil(vocab
-  /// / 32)] words, bit t % 32 of word t / 32; null: every token), and the logits after row
-  /// logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
+  /// / 32)] words, bit t % 32 of word t / 32; null: every token) — and, where params[k].logprob
+  /// is set and `logprobs` is not null, logprobs[k] is that token's log-probability among the
+  /// masked logits (ComputeLogprobs; on the GPU within float rounding of it) — and the logits
+  /// after row logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
   /// sample_rows with empty logit_rows: every row drawn). No logit processors are applied: a
   /// request with penalties or biases takes logits and the host sampler. Bad input (also
   /// CheckSampleParams' and a params count other than the draws) changes nothing.
   virtual Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                            std::span<const int32_t> sample_rows,
                            std::span<const SampleParams> params, const uint32_t* bitmask,
-                           int32_t* next, std::span<const int32_t> logit_rows, float* logits) {
+                           int32_t* next, float* logprobs, std::span<const int32_t> logit_rows,
+                           float* logits) {
     (void)slots, (void)tokens, (void)sample_rows, (void)params, (void)bitmask, (void)next;
-    (void)logit_rows, (void)logits;
+    (void)logprobs, (void)logit_rows, (void)logits;
     return Unimplemented("this slot stepper cannot sample");
   }
   /// StepMixed with draws only (empty sample_rows: every row).
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                     std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
                     const uint32_t* bitmask, int32_t* next) {
-    return StepMixed(slots, tokens, sample_rows, params, bitmask, next, {}, nullptr);
+    return StepMixed(slots, tokens, sample_rows, params, bitmask, next, nullptr, {}, nullptr);
   }
   /// StepSample of every row.
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                     std::span<const SampleParams> params, const uint32_t* bitmask, int32_t* next) {
-    return StepMixed(slots, tokens, {}, params, bitmask, next, {}, nullptr);
+    return StepMixed(slots, tokens, {}, params, bitmask, next, nullptr, {}, nullptr);
   }
   /// A fault that stops every later call (the device forward's device fault), else Ok. Any
   /// thread may ask, also while a step runs.

@@ -157,22 +157,22 @@ Status RequestState::Sample(float* last) {
   const int32_t token = SampleToken(last, vocab, p.sampling, stream_,
                                     static_cast<uint64_t>(context_.size()), scratch_);
   if (p.logprobs) ComputeLogprobs(last, vocab, token, 0, &logprobs_);
-  return Accept(token);
+  return Accept(token, logprobs_.chosen);
 }
 
 bool RequestState::DrawsOnStepper() const {
   const SamplingConfig& s = params_.sampling;
-  return !matcher_ && !params_.logprobs && s.repetition_penalty == 1.0f &&
+  return !matcher_ && s.repetition_penalty == 1.0f &&
          s.frequency_penalty == 0.0f && s.presence_penalty == 0.0f && s.logit_bias.empty();
 }
 
 SampleParams RequestState::DrawParams() const {
   const SamplingConfig& s = params_.sampling;
-  return {s.temperature, s.top_p, s.min_p, s.top_k,
-          s.seed,        stream_, static_cast<uint64_t>(context_.size())};
+  return {s.temperature, s.top_p, s.min_p, s.top_k, s.seed, stream_,
+          static_cast<uint64_t>(context_.size()), params_.logprobs ? 1u : 0u};
 }
 
-Status RequestState::Accept(int32_t token) {
+Status RequestState::Accept(int32_t token, float logprob) {
   if (static_cast<size_t>(seq_.length) != context_.size()) {
     return Internal("a token drawn before the model has seen the context");
   }
@@ -181,7 +181,7 @@ Status RequestState::Accept(int32_t token) {
   }
   history_.AddOutput(token);
   context_.push_back(token);
-  pending_.push_back({token, logprobs_.chosen});
+  pending_.push_back({token, params_.logprobs ? logprob : 0.0f});
   sampled_ = true;
   JumpForward();
   return Status::Ok();

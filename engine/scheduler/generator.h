@@ -96,14 +96,15 @@ class RequestState {
   /// The request follows a grammar (its masks are worth preparing during the model step).
   bool constrained() const { return matcher_.has_value(); }
   /// Whether this request's draws can be made on the slot stepper (BatchItem::sample): no logit
-  /// processors, no log-probabilities and no grammar (whose mask is prepared while the step runs,
-  /// which a draw on the stepper would have to wait for).
+  /// processors and no grammar (whose mask is prepared while the step runs, which a draw on the
+  /// stepper would have to wait for).
   bool DrawsOnStepper() const;
   /// The next draw's parameters for BatchItem::sample: Sample's, at the same position.
   SampleParams DrawParams() const;
-  /// Sample's second half, for a token drawn on the stepper with DrawParams(): the history and
-  /// the context take it, and Emit hands it out.
-  Status Accept(int32_t token);
+  /// Sample's second half, for a token drawn on the stepper with DrawParams() (and its
+  /// log-probability, reported when the request asked for them): the history and the context
+  /// take it, and Emit hands it out.
+  Status Accept(int32_t token, float logprob = 0.0f);
 
  private:
   Model& model_;

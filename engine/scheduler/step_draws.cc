@@ -12,6 +12,7 @@ size_t StepDraws::Plan(std::span<BatchItem> items, std::span<RequestState* const
   drawn_.resize(n);
   params_.resize(n);
   next_.resize(n);
+  logprobs_.resize(n);
   logits_.assign(n, nullptr);
   size_t draws = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -26,6 +27,7 @@ size_t StepDraws::Plan(std::span<BatchItem> items, std::span<RequestState* const
       params_[k] = sampled[k]->DrawParams();
       item.sample = &params_[k];
       item.next = &next_[k];
+      item.logprob = &logprobs_[k];
     } else {
       logits_[k] = &logits[row++ * vocab];
       item.logits = logits_[k];

@@ -2,8 +2,8 @@
 // StepMixed, or its CPU reference): a request drawn there gets one token id back instead of a
 // vocabulary-wide row of logits and a host draw (~3.3 ms at V4's 129K ids for a temperature
 // pick on one core, bench/RESULTS.md). Each request sampled in a step is drawn there when it can
-// be (RequestState::DrawsOnStepper); one that needs the host — logit processors,
-// log-probabilities, a grammar — takes its logits in the same step.
+// be (RequestState::DrawsOnStepper), with its log-probability when it asks; one that needs the
+// host — logit processors, a grammar — takes its logits in the same step.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,7 @@ class StepDraws {
   /// logits (the row Plan gave its item).
   bool drawn(size_t k) const { return drawn_[k] != 0; }
   int32_t token(size_t k) const { return next_[k]; }
+  float logprob(size_t k) const { return logprobs_[k]; }  // when the request asked for them
   float* logits(size_t k) const { return logits_[k]; }
 
  private:
@@ -41,6 +42,7 @@ class StepDraws {
   std::vector<uint8_t> drawn_;
   std::vector<SampleParams> params_;
   std::vector<int32_t> next_;
+  std::vector<float> logprobs_;
   std::vector<float*> logits_;
 };
 

@@ -1,9 +1,10 @@
 // The device forward's draws (SlotStepper::StepSample on engine/backend/cuda/device_forward.h):
 // the picks on the device are the CPU sampler's (engine/sampling/sampler.h) on Step's logits of
 // the same rows, under greedy, nucleus and top-k sampling, with a grammar mask, and for the rows
-// a step asks for (a prompt chunk's last beside decode rows).
+// a step asks for (a prompt chunk's last beside decode rows), with a log-probability where asked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -101,11 +102,16 @@ TEST(DeviceForwardTest, DrawsTheRowsAskedFor) {
       params[r].seed = 77;
       params[r].stream = r;
       params[r].position = step;
+      params[r].logprob = r;  // row 1 with its log-probability
     }
     std::vector<float> logits(2 * V);
     std::vector<int32_t> next(2, -1);
+    std::vector<float> logprobs(2, 1.0f);
     ASSERT_TRUE((*with_logits)->Step(slots, toks, rows, logits.data()).ok());
-    ASSERT_TRUE((*with_tokens)->StepSample(slots, toks, rows, params, nullptr, next.data()).ok());
+    ASSERT_TRUE((*with_tokens)
+                    ->StepMixed(slots, toks, rows, params, nullptr, next.data(), logprobs.data(),
+                                {}, nullptr)
+                    .ok());
     for (int r = 0; r < 2; ++r) {
       SamplingConfig cfg;
       cfg.temperature = params[r].temperature;
@@ -115,6 +121,10 @@ TEST(DeviceForwardTest, DrawsTheRowsAskedFor) {
                 SampleToken(&logits[r * V], V, cfg, params[r].stream, params[r].position, scratch))
           << "step " << step << " row " << r;
     }
+    TokenLogprobs want;
+    ComputeLogprobs(&logits[V], V, next[1], 0, &want);
+    EXPECT_NEAR(logprobs[1], want.chosen, 1e-5 * std::max(1.0f, std::fabs(want.chosen)));
+    EXPECT_EQ(logprobs[0], 1.0f);  // not asked: untouched
     slots = {0, 1};
     toks = next;
     rows = {};

@@ -1,7 +1,7 @@
 // GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
 // on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
 // full vocabularies, and each kind of truncation (min-p and top-p together too); and rows read
-// through an index (rows_of).
+// through an index (rows_of); the picked tokens' log-probabilities where asked.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -58,18 +58,20 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
                    c.top_k,
                    rng(),
                    static_cast<uint64_t>(r),
-                   static_cast<uint64_t>(rng() % 1000)};
+                   static_cast<uint64_t>(rng() % 1000),
+                   static_cast<uint32_t>(r % 3 != 0)};  // two rows in three: log-probabilities
     }
     DeviceVector<float> dl(logits);
     DeviceVector<uint32_t> dm(mask);
     DeviceVector<kernels::SampleParams> dp(params);
     auto dout = DeviceVector<int32_t>::Poisoned(rows);
-    ASSERT_EQ(
-        kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr, dout.get(),
-                            nullptr),
-        0);
+    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
+    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
+                                  dout.get(), dlp.get(), nullptr),
+              0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<int32_t> got = dout.ToHost();
+    const std::vector<float> got_lp = dlp.ToHost();
     // Rows read through rows_of (the device forward's draws among a step's rows): draw r reads
     // logits row rows - 1 - r with that row's params and mask, so it picks what that row did.
     std::vector<int32_t> reversed(rows);
@@ -85,7 +87,7 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     DeviceVector<kernels::SampleParams> dprev(params_rev);
     auto dout_rev = DeviceVector<int32_t>::Poisoned(rows);
     ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dmrev.get(), dprev.get(), drev.get(),
-                                  dout_rev.get(), nullptr),
+                                  dout_rev.get(), nullptr, nullptr),
               0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<int32_t> got_rev = dout_rev.ToHost();
@@ -106,6 +108,13 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
       const int32_t want = SampleToken(row.data(), vocab, cfg, p.stream, p.position, scratch);
       EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r << " T " << p.temperature
                               << " top_k " << p.top_k << " top_p " << p.top_p;
+      if (p.logprob) {  // the host's value, its sum of exponentials in another order
+        TokenLogprobs lp;
+        ComputeLogprobs(row.data(), vocab, got[r], 0, &lp);
+        EXPECT_NEAR(got_lp[r], lp.chosen, 1e-5 * std::max(1.0f, std::fabs(lp.chosen))) << r;
+      } else {
+        EXPECT_EQ(got_lp[r], 1.0f) << r;  // not asked: untouched
+      }
     }
   }
 }

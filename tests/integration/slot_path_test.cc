@@ -13,8 +13,8 @@ using namespace daemon_testing;  // NOLINT: the harness is this file's vocabular
 // --forward slots (on the CPU, the device forward's reference stepper): more requests than slots,
 // prompts longer than a step's budget (so prefill comes in chunks beside decode rows), greedy
 // and seeded sampling — every request's tokens are those of the layers forward, whether drawn on
-// the stepper (device_sampling, the default), on the host, or both in one step (a request with
-// logprobs takes its logits beside the others' draws), and slots are reused as requests end.
+// the stepper (device_sampling, the default) or on the host, with the same log-probabilities
+// for a request that asks for them, and slots are reused as requests end.
 TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
   std::vector<std::string> statuses;
   auto run = [&](const std::string& sock, std::vector<std::string> flags,
@@ -29,7 +29,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
       auto r = Request(id, prompt, 10);
       r.temperature = id % 2 ? 0.0 : 0.8;
       r.seed = id;
-      r.logprobs = id == 4;  // drawn on the host, in steps whose other draws are the stepper's
+      r.logprobs = id == 4;  // its log-probabilities drawn with its tokens
       EXPECT_TRUE((*c)->Generate(r).ok());
     }
     auto ended = DrainRequests(**c, 6);
@@ -90,7 +90,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
     EXPECT_EQ(host_draws.at(id).tokens, layers.at(id).tokens) << "request " << id;
     EXPECT_EQ(r.logprobs, layers.at(id).logprobs) << "request " << id;
   }
-  EXPECT_NE(slots.at(4).logprobs.front(), 0.0f);  // reported: its logits came back
+  EXPECT_NE(slots.at(4).logprobs.front(), 0.0f);  // reported, from the stepper's draws too
 }
 
 // A conversation's next turn (its prompt: the last prompt, the answer, new tokens) continues on

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "engine/model/host_slot_stepper.h"
 #include "engine/model/tiny_checkpoint.h"
 #include "tests/unit/test_util.h"
@@ -205,31 +207,32 @@ TEST_F(GeneratorTest, PrefillChunksStopAtEveryBlockBoundary) {
   EXPECT_EQ(plain.NextInput(512, false, 300).size(), 300u);  // the end: nothing to stop
 }
 
-// A request draws on the stepper only without logit processors, log-probabilities or a grammar.
-// Its tokens drawn there with DrawParams and handed to Accept are the tokens Sample draws from
-// the same logits, and Accept refuses a token before the model has seen the context.
+// A request draws on the stepper only without logit processors or a grammar. Its tokens drawn
+// there with DrawParams and handed to Accept, with their log-probabilities, are what Sample
+// draws and reports from the same logits, and Accept refuses a token before the model has seen
+// the context.
 TEST_F(GeneratorTest, DrawsOnTheStepperGiveSamplesTokens) {
   GenerationParams p = Params({5, 6, 7, 8, 9}, 6, 0.9f, 4);
   p.sampling.top_p = 0.95f;
   EXPECT_TRUE(RequestState(*model_, nullptr, 1, p).DrawsOnStepper());
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     GenerationParams q = p;
     if (variant == 0) q.sampling.repetition_penalty = 1.2f;
     if (variant == 1) q.sampling.presence_penalty = 0.5f;
     if (variant == 2) q.sampling.logit_bias = {{3, 1.0f}};
-    if (variant == 3) q.logprobs = true;
     EXPECT_FALSE(RequestState(*model_, nullptr, 1, q).DrawsOnStepper()) << variant;
   }
+  p.logprobs = true;  // drawn with the token on the stepper
   Model inner(*ck_, *backend_, Numerics::kExact), slotted(*ck_, *backend_, Numerics::kExact);
   HostSlotStepper stepper(inner, 1, 8, 8, 128);
   slotted.UseSlots(&stepper);
   RequestState host(*model_, nullptr, 7, p), drawn(slotted, nullptr, 7, p);
   EXPECT_EQ(drawn.Accept(3).code(), ErrorCode::kInternal);  // nothing fed yet
-  std::vector<int32_t> host_tokens, drawn_tokens;
+  std::vector<std::pair<int32_t, float>> host_tokens, drawn_tokens;
   std::vector<float> logits(ck_->config.vocab_size);
-  auto keep = [](std::vector<int32_t>& out) {
+  auto keep = [](std::vector<std::pair<int32_t, float>>& out) {
     return [&out](const GeneratedToken& t) {
-      out.push_back(t.token);
+      out.emplace_back(t.token, t.logprob);
       return true;
     };
   };
@@ -241,14 +244,18 @@ TEST_F(GeneratorTest, DrawsOnTheStepperGiveSamplesTokens) {
     const SampleParams draw = drawn.DrawParams();
     EXPECT_EQ(draw.position, drawn.context().size());
     EXPECT_EQ(draw.stream, 7u);
+    EXPECT_EQ(draw.logprob, 1u);
     int32_t token = -1;
-    BatchItem b{&drawn.seq(), drawn.NextInput(64), nullptr, nullptr, true, &draw, nullptr, &token};
+    float logprob = 0;
+    BatchItem b{&drawn.seq(), drawn.NextInput(64), nullptr, nullptr, true, &draw,
+                nullptr,      &token,              &logprob};
     ASSERT_TRUE(slotted.ForwardBatch(std::span<BatchItem>(&b, 1)).ok());
-    ASSERT_TRUE(drawn.Accept(token).ok());
+    ASSERT_TRUE(drawn.Accept(token, logprob).ok());
     ASSERT_TRUE(drawn.Emit(keep(drawn_tokens)).ok());
   }
   EXPECT_EQ(drawn_tokens.size(), 6u);
   EXPECT_EQ(drawn_tokens, host_tokens);
+  EXPECT_NE(drawn_tokens.front().second, 0.0f);
 }
 
 TEST_F(GeneratorTest, ValidationNamesTheField) {

@@ -152,7 +152,8 @@ int32_t HostPick(std::vector<float> row, const SampleParams& p, const uint32_t* 
 
 // Draws on the stepper pick, row for row, what the host sampler picks from the same step's
 // logits — nucleus, top-k and greedy rows, one under a mask of three tokens — and the picks feed
-// the next step; a mixed step returns some rows drawn and the others as logits. Bad draws (a row
+// the next step; a mixed step returns some rows drawn (with a log-probability where asked) and
+// the others as logits. Bad draws (a row
 // both drawn and returned, a params count other than the draws, top_p 0, a mask that allows
 // nothing) are refused before the step.
 TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
@@ -194,17 +195,22 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
   ASSERT_TRUE(with_logits.Step(slots, tokens, all.data()).ok());
   const std::vector<int32_t> drawn_row = {1}, logit_rows = {0, 2}, overlap = {1, 2};
   int32_t mixed = -1;
+  float logprob = 0;
   params[1].position = 6;
+  params[1].logprob = 1;
   EXPECT_EQ(with_draws
-                .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed, overlap,
-                           two.data())
+                .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed, &logprob,
+                           overlap, two.data())
                 .code(),
             ErrorCode::kInvalidArgument);  // row 1 both drawn and returned
   ASSERT_TRUE(with_draws
-                  .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed,
+                  .StepMixed(slots, tokens, drawn_row, {&params[1], 1}, nullptr, &mixed, &logprob,
                              logit_rows, two.data())
                   .ok());
   EXPECT_EQ(mixed, HostPick(std::vector<float>(&all[V_], &all[2 * V_]), params[1], nullptr));
+  TokenLogprobs want;
+  ComputeLogprobs(&all[V_], static_cast<int32_t>(V_), mixed, 0, &want);
+  EXPECT_EQ(logprob, want.chosen);
   EXPECT_EQ(std::memcmp(two.data(), all.data(), V_ * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(&two[V_], &all[2 * V_], V_ * sizeof(float)), 0);
   const std::vector<int32_t> one_slot = {0}, one_token = {4};

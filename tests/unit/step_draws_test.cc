@@ -1,5 +1,6 @@
 // Where a step's tokens are drawn (engine/scheduler/step_draws.h): each request sampled in the
-// step that can draw on the stepper asks for its draw with its parameters, the others take a row
+// step that can draw on the stepper asks for its draw with its parameters (its log-probability
+// too when it asks for them), the others (a penalty here) take a row
 // of logits, items that sample nothing take neither; switched off or off the slot path, every
 // sampled request takes logits.
 #include "engine/scheduler/step_draws.h"
@@ -27,10 +28,13 @@ GenerationParams Sampled(float temperature, uint64_t seed) {
 
 TEST_F(StepDrawsTest, EachRequestDrawsOnTheStepperWhenItCan) {
   MakeSlotted(4, 16, 8, 128);
-  RequestState a(*slotted_, nullptr, 1, Sampled(0.8f, 3)), b(*slotted_, nullptr, 2, Sampled(0, 5));
-  GenerationParams with_logprobs = Sampled(0.8f, 3);
+  RequestState a(*slotted_, nullptr, 1, Sampled(0.8f, 3));
+  GenerationParams with_penalty = Sampled(0.8f, 3);
+  with_penalty.sampling.repetition_penalty = 1.2f;
+  RequestState c(*slotted_, nullptr, 3, with_penalty);
+  GenerationParams with_logprobs = Sampled(0, 5);
   with_logprobs.logprobs = true;
-  RequestState c(*slotted_, nullptr, 3, with_logprobs);
+  RequestState b(*slotted_, nullptr, 2, with_logprobs);
   // Items 0, 2 and 3 sample after this step; item 1 is a prompt chunk that samples nothing.
   std::vector<BatchItem> items(4);
   std::vector<float> logits;
@@ -39,7 +43,7 @@ TEST_F(StepDrawsTest, EachRequestDrawsOnTheStepperWhenItCan) {
   const std::vector<size_t> sampled_items = {3, 0, 2};
   ASSERT_EQ(draws.Plan(items, sampled, sampled_items, logits), 2u);
   EXPECT_TRUE(draws.drawn(0));
-  EXPECT_FALSE(draws.drawn(1));  // log-probabilities need the host
+  EXPECT_FALSE(draws.drawn(1));  // a penalty needs the host
   EXPECT_TRUE(draws.drawn(2));
   EXPECT_EQ(items[1].sample, nullptr);
   EXPECT_EQ(items[1].logits, nullptr);
@@ -52,14 +56,18 @@ TEST_F(StepDrawsTest, EachRequestDrawsOnTheStepperWhenItCan) {
   EXPECT_EQ(items[3].sample->top_k, 30);
   ASSERT_NE(items[2].sample, nullptr);
   EXPECT_EQ(items[2].sample->stream, 2u);
+  EXPECT_EQ(items[2].sample->logprob, 1u);  // b asked for log-probabilities
+  EXPECT_EQ(items[3].sample->logprob, 0u);
   EXPECT_EQ(items[0].sample, nullptr);
   ASSERT_EQ(logits.size(), static_cast<size_t>(V_));  // one row, for c
   EXPECT_EQ(items[0].logits, logits.data());
   EXPECT_EQ(draws.logits(1), logits.data());
   *items[3].next = 17;  // what the stepper writes
   *items[2].next = 23;
+  *items[2].logprob = -1.5f;
   EXPECT_EQ(draws.token(0), 17);
   EXPECT_EQ(draws.token(2), 23);
+  EXPECT_EQ(draws.logprob(2), -1.5f);
   // Switched off, or on the layers path, every sampled request takes logits.
   for (bool on_layers : {false, true}) {
     Model layers(*ck_, *cpu_, Numerics::kReference);

@@ -23,6 +23,7 @@ Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
   host_masks_ = reinterpret_cast<uint32_t*>(host_params_ + rows);
   host_rows_ = reinterpret_cast<int32_t*>(host_masks_ + rows * words);
   DI_ASSIGN_OR_RETURN(dev_next_, mem.Take<int32_t>(rows));
+  DI_ASSIGN_OR_RETURN(dev_logprobs_, mem.Take<float>(rows));
   rows_ = rows;
   vocab_ = vocab;
   return KernelStatus(sampler_.Reserve(rows, vocab), "sampler workspace");
@@ -30,7 +31,8 @@ Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
 
 Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                           std::span<const SampleParams> params, const uint32_t* masks,
-                          int32_t* next, float* host_logits, cudaStream_t stream) {
+                          int32_t* next, float* logprobs, float* host_logits,
+                          cudaStream_t stream) {
   const int64_t draws = static_cast<int64_t>(params.size()), V = vocab_, words = (V + 31) / 32;
   if (draws > rows_) return InvalidArgument("a step draws at most " + std::to_string(rows_));
   if (draws > 0) {
@@ -52,11 +54,18 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     }
     DI_RETURN_IF_ERROR(KernelStatus(
         kernels::SampleRows(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr,
-                            dev_params_, dev_rows_, dev_next_, stream),
+                            dev_params_, dev_rows_, dev_next_, logprobs ? dev_logprobs_ : nullptr,
+                            stream),
         "sampling"));
     DI_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(next, dev_next_, draws * sizeof(int32_t),
                                                   cudaMemcpyDeviceToHost, stream),
                                   "sampled tokens"));
+    if (logprobs) {
+      DI_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(logprobs, dev_logprobs_,
+                                                    draws * sizeof(float),
+                                                    cudaMemcpyDeviceToHost, stream),
+                                    "log-probabilities"));
+    }
   }
   // The other rows' logits, each run of consecutive ones in one copy.
   for (size_t j = 0, l = 0; j < drawn.size();) {

@@ -31,11 +31,12 @@ class DeviceDraws {
 
   /// Queues on `stream`, after the step that wrote `logits` (its rows in `drawn`'s order,
   /// [drawn.size(), vocab]): the draws of the rows marked in `drawn` (params and masks in their
-  /// order, masks null for none) into next[..], and the unmarked rows' logits into
-  /// host_logits[..] in their order. The caller synchronises the stream before reading either.
+  /// order, masks null for none) into next[..] (and, unless null, their log-probabilities into
+  /// logprobs[..], for params asking for them), and the unmarked rows' logits into
+  /// host_logits[..] in their order. The caller synchronises the stream before reading them.
   Status Queue(const float* logits, std::span<const uint8_t> drawn,
                std::span<const SampleParams> params, const uint32_t* masks, int32_t* next,
-               float* host_logits, cudaStream_t stream);
+               float* logprobs, float* host_logits, cudaStream_t stream);
 
  private:
   int64_t rows_ = 0;
@@ -46,6 +47,7 @@ class DeviceDraws {
   uint32_t *host_masks_ = nullptr, *dev_masks_ = nullptr;
   int32_t *host_rows_ = nullptr, *dev_rows_ = nullptr;
   int32_t* dev_next_ = nullptr;
+  float* dev_logprobs_ = nullptr;
 };
 
 }  // namespace deepinfer

@@ -158,8 +158,8 @@ class DeviceForwardImpl final : public DeviceForward {
   bool SamplesRows() const override { return true; }
   Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
-                   const uint32_t* bitmask, int32_t* next, std::span<const int32_t> logit_rows,
-                   float* logits) override {
+                   const uint32_t* bitmask, int32_t* next, float* logprobs,
+                   std::span<const int32_t> logit_rows, float* logits) override {
     DI_RETURN_IF_ERROR(Enter());
     DI_RETURN_IF_ERROR(MergeStepRows(sample_rows, logit_rows, static_cast<int64_t>(slots.size()),
                                      merged_rows_, merged_drawn_));
@@ -172,7 +172,8 @@ class DeviceForwardImpl final : public DeviceForward {
     if (slots.empty()) return Status::Ok();
     Status st = Launch(slots, tokens, merged_rows_);
     if (st.ok()) {
-      st = draws_.Queue(plan_.buf.logits, merged_drawn_, params, bitmask, next, logits, stream_);
+      st = draws_.Queue(plan_.buf.logits, merged_drawn_, params, bitmask, next, logprobs, logits,
+                        stream_);
     }
     if (st.ok()) st = Finish(slots);
     return Guard(std::move(st));
