@@ -38,7 +38,7 @@ struct DaemonConfig {
   uint32_t slot_context = 4096;    // positions per sequence on the slot path (multiple of 128)
   bool park_slots = true;          // slot path: ended sequences' slots stay for their next turn
   bool share_prefixes = true;      // slot path: copies of slots at prefixes prompts share
-  bool device_sampling = true;     // slot path: tokens drawn on the stepper (StepDraws)
+  std::string device_sampling = "auto";  // auto | on | off: slot-path draws on the stepper
   bool folded_experts = false;     // slot path on cuda: DeviceForwardOptions::folded_experts
   uint32_t threads = 0;            // CPU backend threads; 0 = one per online CPU
   bool warmup = true;              // run one warm-up step before READY=1

@@ -80,6 +80,7 @@ Status SetPath(DaemonConfig& c, std::string_view v) {
 constexpr std::string_view kNumerics[] = {"exact", "reference"};
 constexpr std::string_view kDevices[] = {"cpu", "cuda"};
 constexpr std::string_view kForwards[] = {"layers", "slots"};
+constexpr std::string_view kDeviceSampling[] = {"auto", "on", "off"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
@@ -198,12 +199,13 @@ const std::vector<OptionSpec>& OptionTable() {
       "slots (the CPU reference and the device forward do)",
       false},
      SetBool<&C::share_prefixes>, Same<&C::share_prefixes>},
-    {{"device_sampling", "on|off", "on",
-      "with forward slots, sampled requests without logit processors, logprobs or grammar draw "
-      "their tokens on the stepper (the GPU on cuda): one id comes back instead of a "
-      "vocabulary-wide row of logits and a host draw; the same tokens either way",
+    {{"device_sampling", "auto|on|off", "auto",
+      "with forward slots, sampled requests without logit processors or grammar draw their "
+      "tokens on the stepper: one id (and log-probability) comes back instead of a "
+      "vocabulary-wide row of logits and a host draw; the same tokens either way. auto: on with "
+      "device cuda, off on the CPU reference (whose draws run one after another)",
       false},
-     SetBool<&C::device_sampling>, Same<&C::device_sampling>},
+     SetOneOf<&C::device_sampling, kDeviceSampling>, Same<&C::device_sampling>},
     {{"folded_experts", "on|off", "off",
       "with forward slots on cuda, steps whose experts average 64 tokens (prompt chunks) take "
       "the folded-scale wgmma GEMM: ~2.8x faster experts, sums within ~1e-3 of their magnitudes "

@@ -22,6 +22,12 @@ namespace {
 
 namespace asio = boost::asio;
 
+// device_sampling's auto: draws on the device forward, the host sampler's pool on the CPU
+// reference (whose draws would run one after another inside the step).
+bool DrawsOnStepper(const DaemonConfig& cfg) {
+  return cfg.device_sampling == "on" || (cfg.device_sampling == "auto" && cfg.device == "cuda");
+}
+
 int Run(int argc, char** argv) {
   auto parsed = ParseDaemonArgs(argc, argv);
   if (!parsed.ok()) {
@@ -74,6 +80,7 @@ int Run(int argc, char** argv) {
       o.slots = static_cast<int>(cfg.batch_requests);
       o.max_context = cfg.slot_context;
       o.folded_experts = cfg.folded_experts;
+      o.draws = DrawsOnStepper(cfg);
       auto dev = DeviceForward::Create(**ck, o);
       if (!dev.ok()) {  // e.g. a model the production kernels do not take: stage 1 may
         return fail(Status(dev.status().code(), dev.status().message() +
@@ -120,7 +127,7 @@ int Run(int argc, char** argv) {
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
   engine_options.park_slots = cfg.park_slots;
   engine_options.share_prefixes = cfg.share_prefixes;
-  engine_options.device_sampling = cfg.device_sampling;
+  engine_options.device_sampling = DrawsOnStepper(cfg);
   if (cfg.share_prefixes && cfg.park_slots && model.slots_total() > 0 &&
       !model.copies_sequences()) {
     spdlog::warn("share_prefixes: off, this slot stepper cannot copy slots");

@@ -52,6 +52,7 @@ constexpr int kTile = 2048;  // doubles staged in shared memory per round of a s
 __device__ double SerialFold(const double* v, int32_t begin, int32_t end, bool down, double acc,
                              double* prefix, double* tile) {
   __shared__ double result;
+  __syncthreads();  // every thread has read the last call's result before thread 0 writes it
   for (int32_t t0 = 0; t0 < end - begin; t0 += kTile) {
     const int32_t m = min(kTile, end - begin - t0);
     for (int32_t j = threadIdx.x; j < m; j += blockDim.x)

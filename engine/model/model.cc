@@ -176,6 +176,9 @@ Status Model::ForwardOnSlots(std::span<BatchItem> items) {
   }
   bool draws = false;
   for (const BatchItem& it : items) {
+    if (it.sample != nullptr && it.tokens.empty()) {
+      return InvalidArgument("a draw needs a row: the item has no tokens");
+    }
     if (it.tokens.empty()) continue;
     draws = draws || it.sample != nullptr;
     if (it.sample != nullptr && (it.next == nullptr || it.logits != nullptr)) {

@@ -50,7 +50,8 @@ class SlotStepper {
   /// is set and `logprobs` is not null, logprobs[k] is that token's log-probability among the
   /// masked logits (ComputeLogprobs; on the GPU within float rounding of it) — and the logits
   /// after row logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
-  /// sample_rows with empty logit_rows: every row drawn). No logit processors are applied: a
+  /// sample_rows with empty logit_rows: every row drawn; at most min(max_rows(), slots()) draws,
+  /// one a sequence's next token). No logit processors are applied: a
   /// request with penalties or biases takes logits and the host sampler. Bad input (also
   /// CheckSampleParams' and a params count other than the draws) changes nothing.
   virtual Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,

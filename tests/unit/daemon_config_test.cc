@@ -186,7 +186,7 @@ TEST_F(DaemonConfigTest, EveryFlag) {
   EXPECT_EQ(c->slot_context, 8192u);
   EXPECT_FALSE(c->park_slots);
   EXPECT_FALSE(c->share_prefixes);
-  EXPECT_FALSE(c->device_sampling);
+  EXPECT_EQ(c->device_sampling, "off");
   EXPECT_TRUE(c->folded_experts);
   // Every option but two differs from its default, so the test covers the whole table: the
   // tokenizer, and cache_memory_bytes, which the slot path refuses (parsed just below).

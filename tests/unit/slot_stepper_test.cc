@@ -213,6 +213,24 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
   EXPECT_EQ(logprob, want.chosen);
   EXPECT_EQ(std::memcmp(two.data(), all.data(), V_ * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(&two[V_], &all[2 * V_], V_ * sizeof(float)), 0);
+  // Draws after a logit row, the second under the three-token mask: each draw reads its own
+  // params and mask, not the row's place among the step's rows.
+  const std::vector<int32_t> then = {mixed, 8, 9}, draws_02 = {0, 2}, logits_1 = {1};
+  ASSERT_TRUE(with_logits.Step(slots, then, all.data()).ok());
+  std::vector<uint32_t> masks(2 * words, ~0u);
+  std::copy_n(&mask[1 * words], words, &masks[words]);
+  std::vector<SampleParams> two_params = {params[0], params[2]};
+  two_params[1].temperature = 1.0f;  // not greedy, so the mask decides among three
+  std::vector<int32_t> two_next(2, -1);
+  ASSERT_TRUE(with_draws
+                  .StepMixed(slots, then, draws_02, two_params, masks.data(), two_next.data(),
+                             nullptr, logits_1, two.data())
+                  .ok());
+  EXPECT_EQ(std::memcmp(two.data(), &all[V_], V_ * sizeof(float)), 0);
+  EXPECT_EQ(two_next[0], HostPick(std::vector<float>(&all[0], &all[V_]), two_params[0], nullptr));
+  EXPECT_EQ(two_next[1], HostPick(std::vector<float>(&all[2 * V_], &all[3 * V_]), two_params[1],
+                                  &masks[words]));
+  EXPECT_TRUE(two_next[1] == 3 || two_next[1] == 5 || two_next[1] == 7) << two_next[1];
   const std::vector<int32_t> one_slot = {0}, one_token = {4};
   std::vector<int32_t> next(1);
   EXPECT_EQ(with_draws.StepSample(one_slot, one_token, params, nullptr, next.data()).code(),
@@ -226,7 +244,7 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
                                   next.data())
                 .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(with_draws.length(0), 10);  // the refused draws stepped nothing
+  EXPECT_EQ(with_draws.length(0), 11);  // the refused draws stepped nothing
 }
 
 // Through the Model: items asking for draws get the tokens the host sampler picks from the

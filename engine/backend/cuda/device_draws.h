@@ -2,7 +2,7 @@
 // after a step's LM head has written the logits of the rows asked for, the drawn rows' tokens are
 // picked on the device (kernels/sampling.h, the CPU sampler's picks) and come back as one id
 // each, and the other rows' logits are copied back for the host sampler. Buffers are made once:
-// the sampler's workspace (~32 bytes a logit), pinned staging for the draws' parameters, masks
+// the sampler's workspace (~40 bytes a logit), pinned staging for the draws' parameters, masks
 // and rows, and their device copies.
 #pragma once
 

@@ -74,7 +74,7 @@ class DeviceForwardImpl final : public DeviceForward {
     if (opt_.branches && !opt_.cpu_order) {
       DI_RETURN_IF_ERROR(branches_.SetUp(&plan_, opt_.max_batch, mem_));
     }
-    DI_RETURN_IF_ERROR(AllocSampling());
+    if (opt_.draws) DI_RETURN_IF_ERROR(AllocSampling());
     lengths_.assign(opt_.slots + 1, 0);
     seen_.assign(opt_.slots, 0);
     // DeviceMemory zeroes on the default stream; the states' reset below runs on stream_.
@@ -155,12 +155,13 @@ class DeviceForwardImpl final : public DeviceForward {
     return Guard(std::move(st));
   }
 
-  bool SamplesRows() const override { return true; }
+  bool SamplesRows() const override { return opt_.draws; }
   Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                    std::span<const int32_t> sample_rows, std::span<const SampleParams> params,
                    const uint32_t* bitmask, int32_t* next, float* logprobs,
                    std::span<const int32_t> logit_rows, float* logits) override {
     DI_RETURN_IF_ERROR(Enter());
+    if (!opt_.draws) return Unimplemented("this device forward was made without its sampler");
     DI_RETURN_IF_ERROR(MergeStepRows(sample_rows, logit_rows, static_cast<int64_t>(slots.size()),
                                      merged_rows_, merged_drawn_));
     const int64_t draws = static_cast<int64_t>(merged_rows_.size() - logit_rows.size());
@@ -229,7 +230,7 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   // A step draws at most one row a slot in practice (a sequence's next token), so the sampler's
-  // buffers (~32 bytes a logit) hold min(max_batch, slots) rows, not a whole step's.
+  // buffers (~40 bytes a logit) hold min(max_batch, slots) rows, not a whole step's.
   Status AllocSampling() {
     merged_rows_.reserve(opt_.max_batch);
     merged_drawn_.reserve(opt_.max_batch);

@@ -43,6 +43,9 @@ struct DeviceForwardOptions {
   // FP8 accumulator), so a token's expert sums then depend on its step's size. Create fails
   // unless every expert's scales fold. Off: mma.sync at every size, batch-invariant fp32 sums.
   bool folded_experts = false;
+  // StepMixed's sampler (~40 bytes a logit for each of min(max_batch, slots) draws, ~1 GB at
+  // V4's vocabulary and 256 slots). Off: SamplesRows() is false, nothing is reserved.
+  bool draws = true;
   int device = 0;
 };
 
