@@ -156,7 +156,10 @@ __global__ void __launch_bounds__(kPickThreads)
   AwaitProducers();
   __shared__ double partial[kPickThreads / 32];
   const int64_t row = blockIdx.x;
-  if (!params[row].logprob) return;
+  if (!params[row].logprob) {
+    if (threadIdx.x == 0) logprobs[row] = 0.0f;  // not asked: 0, as the engine reports it
+    return;
+  }
   const float* k = sorted_keys + row * vocab;
   const float mx = k[0];
   double sum = 0;

@@ -47,7 +47,7 @@ class SamplerWorkspace {
 /// (exp in double may differ in its last bit). With `logprobs` (device array; null: none),
 /// logprobs[r] for rows whose params ask (SampleParams::logprob) is the picked token's
 /// log-probability among the masked logits: ComputeLogprobs' value, its sum of exponentials in
-/// another order (within float rounding).
+/// another order (within float rounding); 0 for the other rows.
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);

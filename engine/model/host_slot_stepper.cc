@@ -121,10 +121,10 @@ Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<cons
     cfg.min_p = p.min_p;
     cfg.seed = p.seed;
     next[k] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
-    if (p.logprob && logprobs != nullptr) {
+    if (logprobs != nullptr) {
       TokenLogprobs lp;
-      ComputeLogprobs(row, V, next[k], 0, &lp);
-      logprobs[k] = lp.chosen;
+      if (p.logprob) ComputeLogprobs(row, V, next[k], 0, &lp);
+      logprobs[k] = lp.chosen;  // 0 when not asked
     }
     ++k;
   }

@@ -48,7 +48,8 @@ class SlotStepper {
   /// sample_rows[k], among the tokens whose bit is set in row k of `bitmask` ([draws, ceil(vocab
   /// / 32)] words, bit t % 32 of word t / 32; null: every token) — and, where params[k].logprob
   /// is set and `logprobs` is not null, logprobs[k] is that token's log-probability among the
-  /// masked logits (ComputeLogprobs; on the GPU within float rounding of it) — and the logits
+  /// masked logits (ComputeLogprobs; on the GPU within float rounding of it), else 0 — and the
+  /// logits
   /// after row logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
   /// sample_rows with empty logit_rows: every row drawn; at most min(max_rows(), slots()) draws,
   /// one a sequence's next token). No logit processors are applied: a

@@ -125,7 +125,7 @@ TEST(DeviceForwardTest, DrawsTheRowsAskedFor) {
     TokenLogprobs want;
     ComputeLogprobs(&logits[V], V, next[1], 0, &want);
     EXPECT_NEAR(logprobs[1], want.chosen, 1e-5 * std::max(1.0f, std::fabs(want.chosen)));
-    EXPECT_EQ(logprobs[0], 1.0f);  // not asked: untouched
+    EXPECT_EQ(logprobs[0], 0.0f);  // not asked
     slots = {0, 1};
     toks = next;
     rows = {};
@@ -190,7 +190,7 @@ TEST(DeviceForwardTest, MixedStepsReturnLogitsBesideDraws) {
         EXPECT_NEAR(logprobs[0], want.chosen, 1e-5 * std::max(1.0f, std::fabs(want.chosen)));
       }
     }
-    EXPECT_EQ(logprobs[1], 1.0f);  // not asked: untouched
+    EXPECT_EQ(logprobs[1], 0.0f);  // not asked
     toks = {next[0], 11, next[1], 13};
   }
 }

@@ -113,7 +113,7 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
         ComputeLogprobs(row.data(), vocab, got[r], 0, &lp);
         EXPECT_NEAR(got_lp[r], lp.chosen, 1e-5 * std::max(1.0f, std::fabs(lp.chosen))) << r;
       } else {
-        EXPECT_EQ(got_lp[r], 1.0f) << r;  // not asked: untouched
+        EXPECT_EQ(got_lp[r], 0.0f) << r;  // not asked
       }
     }
   }

@@ -222,10 +222,12 @@ TEST_F(SlotPathTest, DrawsOnTheStepperPickWhatTheHostSamplerPicks) {
   std::vector<SampleParams> two_params = {params[0], params[2]};
   two_params[1].temperature = 1.0f;  // not greedy, so the mask decides among three
   std::vector<int32_t> two_next(2, -1);
+  std::vector<float> two_logprobs(2, 1.0f);
   ASSERT_TRUE(with_draws
                   .StepMixed(slots, then, draws_02, two_params, masks.data(), two_next.data(),
-                             nullptr, logits_1, two.data())
+                             two_logprobs.data(), logits_1, two.data())
                   .ok());
+  EXPECT_EQ(two_logprobs, std::vector<float>(2, 0.0f));  // not asked: 0
   EXPECT_EQ(std::memcmp(two.data(), &all[V_], V_ * sizeof(float)), 0);
   EXPECT_EQ(two_next[0], HostPick(std::vector<float>(&all[0], &all[V_]), two_params[0], nullptr));
   EXPECT_EQ(two_next[1], HostPick(std::vector<float>(&all[2 * V_], &all[3 * V_]), two_params[1],
