@@ -39,9 +39,9 @@ struct DaemonConfig {
   bool park_slots = true;          // slot path: ended sequences' slots stay for their next turn
   bool share_prefixes = true;      // slot path: copies of slots at prefixes prompts share
   std::string device_sampling = "auto";  // auto | on | off: slot-path draws on the stepper
-  bool folded_experts = false;     // slot path on cuda: DeviceForwardOptions::folded_experts
-  uint32_t threads = 0;            // CPU backend threads; 0 = one per online CPU
-  bool warmup = true;              // run one warm-up step before READY=1
+  bool folded_experts = false;           // slot path on cuda: DeviceForwardOptions::folded_experts
+  uint32_t threads = 0;                  // CPU backend threads; 0 = one per online CPU
+  bool warmup = true;                    // run one warm-up step before READY=1
 
   // --- control socket (not reloadable; ignored under socket activation, where the .socket
   // unit's ListenStream=, SocketMode= and SocketGroup= apply) ---

@@ -337,15 +337,15 @@ void EngineWorker::Loop() {
     sampled.assign(running.size(), Status::Ok());
     if (st.ok()) stats_.stepper_sampled_tokens.fetch_add(drawn);
     if (st.ok()) {
-      sampling_pool.ParallelFor(
-          static_cast<int64_t>(samples_now.size()), [&](int64_t b, int64_t e) {
-            for (int64_t k = b; k < e; ++k) {
-              const size_t i = samples_now[static_cast<size_t>(k)];
-              const size_t d = static_cast<size_t>(k);
-              sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d), draws.logprob(d))
-                                          : running[i].state->Sample(draws.logits(d));
-            }
-          });
+      sampling_pool.ParallelFor(static_cast<int64_t>(samples_now.size()), [&](int64_t b,
+                                                                              int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const size_t i = samples_now[static_cast<size_t>(k)];
+          const size_t d = static_cast<size_t>(k);
+          sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d), draws.logprob(d))
+                                      : running[i].state->Sample(draws.logits(d));
+        }
+      });
     }
     for (size_t i = running.size(); i-- > 0;) {
       if (item_of[i] == SIZE_MAX) continue;

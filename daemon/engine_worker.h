@@ -88,11 +88,11 @@ class EngineWorker {
     int64_t step_token_budget = 512;  // tokens per step (prefill chunks fill what decode leaves)
     uint64_t cache_memory_bytes = 0;  // running sequences' state; 0 = unlimited
     uint64_t prefix_cache_bytes = 0;  // snapshots of prefixes at 128-token boundaries; 0 = off
-    bool park_slots = true;      // slot path: ended sequences stay in their slots (ParkedSlots)
-    bool share_prefixes = true;  // slot path: donors for prefixes prompts share (SlotReuse)
+    bool park_slots = true;       // slot path: ended sequences stay in their slots (ParkedSlots)
+    bool share_prefixes = true;   // slot path: donors for prefixes prompts share (SlotReuse)
     bool device_sampling = true;  // slot path: draws on the stepper where they can (StepDraws)
-    bool overlap = true;         // prepare the next step (masks, new requests) while the model runs
-    int sampling_threads = 1;    // requests of a step sample in parallel (the model is idle then)
+    bool overlap = true;       // prepare the next step (masks, new requests) while the model runs
+    int sampling_threads = 1;  // requests of a step sample in parallel (the model is idle then)
   };
   EngineWorker(Model& model, const Tokenizer* tokenizer, Options options);
   EngineWorker(Model& model, const Tokenizer* tokenizer, size_t queue_capacity)

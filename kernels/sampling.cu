@@ -187,10 +187,10 @@ __global__ void OffsetsKernel(int32_t* offsets, int64_t rows, int32_t vocab) {
 }  // namespace
 
 SamplerWorkspace::~SamplerWorkspace() {
-  for (void* p : {static_cast<void*>(keys_), static_cast<void*>(sorted_keys_),
-                  static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
-                  static_cast<void*>(offsets_), static_cast<void*>(probs_),
-                  static_cast<void*>(prefix_), static_cast<void*>(picked_keys_), temp_}) {
+  for (void* p :
+       {static_cast<void*>(keys_), static_cast<void*>(sorted_keys_), static_cast<void*>(ids_),
+        static_cast<void*>(sorted_ids_), static_cast<void*>(offsets_), static_cast<void*>(probs_),
+        static_cast<void*>(prefix_), static_cast<void*>(picked_keys_), temp_}) {
     if (p) cudaFree(p);
   }
 }

@@ -32,7 +32,7 @@ class SamplerWorkspace {
   int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
   int32_t* offsets_ = nullptr;
   double* probs_ = nullptr;
-  double* prefix_ = nullptr;  // each candidate's running sum, the CPU's order
+  double* prefix_ = nullptr;      // each candidate's running sum, the CPU's order
   float* picked_keys_ = nullptr;  // each row's picked token's masked logit
   void* temp_ = nullptr;
   size_t temp_bytes_ = 0;

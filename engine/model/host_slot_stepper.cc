@@ -96,7 +96,8 @@ Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<cons
   const int32_t V = model_.config().vocab_size;
   const int64_t draws = static_cast<int64_t>(mixed_rows_.size() - logit_rows.size());
   const int64_t most = std::min<int64_t>(limits_.max_rows, this->slots());
-  if (draws > most) return InvalidArgument("a step draws at most " + std::to_string(most) + " rows");
+  if (draws > most)
+    return InvalidArgument("a step draws at most " + std::to_string(most) + " rows");
   DI_RETURN_IF_ERROR(CheckSampleParams(params, draws, bitmask, V));
   DI_RETURN_IF_ERROR(Step(slots, tokens, mixed_rows_, mixed_logits_.data()));
   const int64_t words = (V + 31) / 32;

@@ -57,7 +57,7 @@ class HostSlotStepper : public SlotStepper {
   std::vector<int64_t> lengths_;
   std::vector<uint8_t> seen_;
   std::vector<BatchItem> items_;
-  std::vector<float> all_logits_;  // every row's, for a step that wants some
+  std::vector<float> all_logits_;    // every row's, for a step that wants some
   std::vector<float> mixed_logits_;  // StepMixed's rows, the drawn ones masked in place
   std::vector<int32_t> mixed_rows_, sample_scratch_;
   std::vector<uint8_t> mixed_drawn_;

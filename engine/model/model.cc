@@ -266,10 +266,10 @@ Status Model::DrawOnSlots(std::span<BatchItem> items) {
       step_masks_.insert(step_masks_.end(), words, ~0u);
     }
   }
-  DI_RETURN_IF_ERROR(stepper_->StepMixed(step_slots_, step_tokens_, step_sample_rows_,
-                                         step_params_, masked ? step_masks_.data() : nullptr,
-                                         step_next_.data(), step_logprobs_.data(),
-                                         step_logit_rows_, step_logits_.data()));
+  DI_RETURN_IF_ERROR(stepper_->StepMixed(step_slots_, step_tokens_, step_sample_rows_, step_params_,
+                                         masked ? step_masks_.data() : nullptr, step_next_.data(),
+                                         step_logprobs_.data(), step_logit_rows_,
+                                         step_logits_.data()));
   size_t drawn = 0;
   for (BatchItem& it : items) {
     if (it.sample == nullptr || it.tokens.empty()) continue;

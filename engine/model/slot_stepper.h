@@ -45,16 +45,15 @@ class SlotStepper {
   virtual bool SamplesRows() const { return false; }
   /// As Step, but some rows come back as draws instead of logits: next[k] is the token
   /// SampleToken (engine/sampling/sampler.h) picks with params[k] from the logits after row
-  /// sample_rows[k], among the tokens whose bit is set in row k of `bitmask` ([draws, ceil(vocab
-  /// / 32)] words, bit t % 32 of word t / 32; null: every token) — and, where params[k].logprob
-  /// is set and `logprobs` is not null, logprobs[k] is that token's log-probability among the
-  /// masked logits (ComputeLogprobs; on the GPU within float rounding of it), else 0 — and the
-  /// logits
-  /// after row logit_rows[k] go to logits[k * vocab ..]. Both lists ascending, no row in both (empty
-  /// sample_rows with empty logit_rows: every row drawn; at most min(max_rows(), slots()) draws,
-  /// one a sequence's next token). No logit processors are applied: a
-  /// request with penalties or biases takes logits and the host sampler. Bad input (also
-  /// CheckSampleParams' and a params count other than the draws) changes nothing.
+  /// sample_rows[k], among the tokens whose bit is set in row k of `bitmask` ([draws,
+  /// ceil(vocab / 32)] words, bit t % 32 of word t / 32; null: every token). Where
+  /// params[k].logprob is set and `logprobs` is not null, logprobs[k] is that token's
+  /// log-probability among the masked logits (ComputeLogprobs; on the GPU within float rounding
+  /// of it), else 0. The logits after row logit_rows[k] go to logits[k * vocab ..]. Both lists
+  /// ascending, no row in both (both empty: every row drawn); at most min(max_rows(), slots())
+  /// draws (one a sequence's next token). No logit processors are applied: a request with
+  /// penalties or biases takes logits and the host sampler. Bad input (also CheckSampleParams'
+  /// and a params count other than the draws) changes nothing.
   virtual Status StepMixed(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                            std::span<const int32_t> sample_rows,
                            std::span<const SampleParams> params, const uint32_t* bitmask,

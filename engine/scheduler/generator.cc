@@ -162,14 +162,20 @@ Status RequestState::Sample(float* last) {
 
 bool RequestState::DrawsOnStepper() const {
   const SamplingConfig& s = params_.sampling;
-  return !matcher_ && s.repetition_penalty == 1.0f &&
-         s.frequency_penalty == 0.0f && s.presence_penalty == 0.0f && s.logit_bias.empty();
+  return !matcher_ && s.repetition_penalty == 1.0f && s.frequency_penalty == 0.0f &&
+         s.presence_penalty == 0.0f && s.logit_bias.empty();
 }
 
 SampleParams RequestState::DrawParams() const {
   const SamplingConfig& s = params_.sampling;
-  return {s.temperature, s.top_p, s.min_p, s.top_k, s.seed, stream_,
-          static_cast<uint64_t>(context_.size()), params_.logprobs ? 1u : 0u};
+  return {s.temperature,
+          s.top_p,
+          s.min_p,
+          s.top_k,
+          s.seed,
+          stream_,
+          static_cast<uint64_t>(context_.size()),
+          params_.logprobs ? 1u : 0u};
 }
 
 Status RequestState::Accept(int32_t token, float logprob) {

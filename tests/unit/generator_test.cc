@@ -247,8 +247,8 @@ TEST_F(GeneratorTest, DrawsOnTheStepperGiveSamplesTokens) {
     EXPECT_EQ(draw.logprob, 1u);
     int32_t token = -1;
     float logprob = 0;
-    BatchItem b{&drawn.seq(), drawn.NextInput(64), nullptr, nullptr, true, &draw,
-                nullptr,      &token,              &logprob};
+    BatchItem b{&drawn.seq(), drawn.NextInput(64), nullptr, nullptr, true, &draw, nullptr, &token,
+                &logprob};
     ASSERT_TRUE(slotted.ForwardBatch(std::span<BatchItem>(&b, 1)).ok());
     ASSERT_TRUE(drawn.Accept(token, logprob).ok());
     ASSERT_TRUE(drawn.Emit(keep(drawn_tokens)).ok());

@@ -31,8 +31,7 @@ Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
 
 Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                           std::span<const SampleParams> params, const uint32_t* masks,
-                          int32_t* next, float* logprobs, float* host_logits,
-                          cudaStream_t stream) {
+                          int32_t* next, float* logprobs, float* host_logits, cudaStream_t stream) {
   const int64_t draws = static_cast<int64_t>(params.size()), V = vocab_, words = (V + 31) / 32;
   if (draws > rows_) return InvalidArgument("a step draws at most " + std::to_string(rows_));
   if (draws > 0) {
@@ -52,17 +51,16 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                                                     cudaMemcpyHostToDevice, stream),
                                     "sampling inputs"));
     }
-    DI_RETURN_IF_ERROR(KernelStatus(
-        kernels::SampleRows(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr,
-                            dev_params_, dev_rows_, dev_next_, logprobs ? dev_logprobs_ : nullptr,
-                            stream),
-        "sampling"));
-    DI_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(next, dev_next_, draws * sizeof(int32_t),
-                                                  cudaMemcpyDeviceToHost, stream),
-                                  "sampled tokens"));
+    DI_RETURN_IF_ERROR(
+        KernelStatus(kernels::SampleRows(sampler_, logits, draws, vocab_,
+                                         masks ? dev_masks_ : nullptr, dev_params_, dev_rows_,
+                                         dev_next_, logprobs ? dev_logprobs_ : nullptr, stream),
+                     "sampling"));
+    DI_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(next, dev_next_, draws * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
+        "sampled tokens"));
     if (logprobs) {
-      DI_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(logprobs, dev_logprobs_,
-                                                    draws * sizeof(float),
+      DI_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(logprobs, dev_logprobs_, draws * sizeof(float),
                                                     cudaMemcpyDeviceToHost, stream),
                                     "log-probabilities"));
     }
@@ -75,10 +73,10 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     }
     size_t end = j;
     while (end < drawn.size() && !drawn[end]) ++end;
-    DI_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(host_logits + l * V, logits + j * V, (end - j) * V * sizeof(float),
-                        cudaMemcpyDeviceToHost, stream),
-        "logits"));
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(host_logits + l * V, logits + j * V,
+                                   (end - j) * V * sizeof(float), cudaMemcpyDeviceToHost, stream),
+                   "logits"));
     l += end - j;
     j = end;
   }
