@@ -57,12 +57,6 @@ run_mode() {
 reuse_modes() {
   local bin=$1 flag=$2
   shift 2
-  local daemon_flags=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do
-    daemon_flags+=("$1")
-    shift
-  done
-  shift
   local key=${flag#--} mode forward value
   key=${key//-/_}  # the option's config key, as the lines have always named it
   for mode in "slots on" "slots off" "layers -"; do
@@ -71,7 +65,8 @@ reuse_modes() {
     if [ "$forward" = slots ]; then
       extra+=(--prefix-cache-bytes 0 --slot-context 1024 "$flag" "$value")
     fi
-    run_mode "$bin" "$forward $key=$value" "${daemon_flags[@]}" "${extra[@]}" -- "$@" |
+    # "$@" is DAEMON_FLAGS -- BENCH_FLAGS: the mode's flags go before the daemon's.
+    run_mode "$bin" "$forward $key=$value" "${extra[@]}" "$@" |
       sed 's/ prefix_cache_hit_tokens=/ resumed_tokens=/'
   done
 }

@@ -114,17 +114,10 @@ Status HostSlotStepper::StepMixed(std::span<const int32_t> slots, std::span<cons
         if (!((mask[t >> 5] >> (t & 31)) & 1u)) row[t] = -INFINITY;
       }
     }
-    const SampleParams& p = params[k];
-    SamplingConfig cfg;
-    cfg.temperature = p.temperature;
-    cfg.top_p = p.top_p;
-    cfg.top_k = p.top_k;
-    cfg.min_p = p.min_p;
-    cfg.seed = p.seed;
-    next[k] = SampleToken(row, V, cfg, p.stream, p.position, sample_scratch_);
+    next[k] = SampleToken(row, V, params[k], sample_scratch_);
     if (logprobs != nullptr) {
       TokenLogprobs lp;
-      if (p.logprob) ComputeLogprobs(row, V, next[k], 0, &lp);
+      if (params[k].logprob) ComputeLogprobs(row, V, next[k], 0, &lp);
       logprobs[k] = lp.chosen;  // 0 when not asked
     }
     ++k;

@@ -129,4 +129,15 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   return order[PickCandidate(p.data(), n, sum, cfg.min_p, cfg.top_p, u)];
 }
 
+int32_t SampleToken(const float* logits, int32_t vocab, const SampleParams& p,
+                    std::vector<int32_t>& scratch) {
+  SamplingConfig cfg;
+  cfg.temperature = p.temperature;
+  cfg.top_p = p.top_p;
+  cfg.top_k = p.top_k;
+  cfg.min_p = p.min_p;
+  cfg.seed = p.seed;
+  return SampleToken(logits, vocab, cfg, p.stream, p.position, scratch);
+}
+
 }  // namespace deepinfer

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/sample_pick.h"
+
 namespace deepinfer {
 
 struct SamplingConfig {
@@ -61,5 +63,9 @@ double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position);
 /// Picks the next token from `logits` [vocab]. `scratch` is reused between calls.
 int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
                     uint64_t position, std::vector<int32_t>& scratch);
+/// The same pick with one row's SampleParams (kernels/sample_pick.h: the GPU sampler's form),
+/// its stream and position included.
+int32_t SampleToken(const float* logits, int32_t vocab, const SampleParams& p,
+                    std::vector<int32_t>& scratch);
 
 }  // namespace deepinfer

@@ -28,15 +28,8 @@ int32_t HostPick(std::vector<float> row, const SampleParams& p, const uint32_t* 
   for (size_t t = 0; mask != nullptr && t < row.size(); ++t) {
     if (!((mask[t >> 5] >> (t & 31)) & 1u)) row[t] = -INFINITY;
   }
-  SamplingConfig cfg;
-  cfg.temperature = p.temperature;
-  cfg.top_p = p.top_p;
-  cfg.top_k = p.top_k;
-  cfg.min_p = p.min_p;
-  cfg.seed = p.seed;
   std::vector<int32_t> scratch;
-  return SampleToken(row.data(), static_cast<int32_t>(row.size()), cfg, p.stream, p.position,
-                     scratch);
+  return SampleToken(row.data(), static_cast<int32_t>(row.size()), p, scratch);
 }
 
 // Draws on the stepper pick, row for row, what the host sampler picks from the same step's
