@@ -99,13 +99,7 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
         if (!((mask[r * words + i / 32] >> (i % 32)) & 1u)) row[i] = -INFINITY;
       }
       const kernels::SampleParams& p = params[r];
-      SamplingConfig cfg;
-      cfg.temperature = p.temperature;
-      cfg.top_p = p.top_p;
-      cfg.min_p = p.min_p;
-      cfg.top_k = p.top_k;
-      cfg.seed = p.seed;
-      const int32_t want = SampleToken(row.data(), vocab, cfg, p.stream, p.position, scratch);
+      const int32_t want = SampleToken(row.data(), vocab, p, scratch);
       EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r << " T " << p.temperature
                               << " top_k " << p.top_k << " top_p " << p.top_p;
       if (p.logprob) {  // the host's value, its sum of exponentials in another order
