@@ -23,8 +23,9 @@ constexpr const char* kUsage = R"(usage: deepinfer [--socket PATH] COMMAND [opti
 commands:
   generate (--prompt TEXT | --messages FILE.json | --prompt-ids 1,2,3) [--max-tokens N]
            [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop S]... [--stop-id ID]...
-           [--format text|ids|jsonl] [--response-format JSON]
+           [--format text|ids|jsonl] [--response-format JSON] [--logprobs]
       Streams the generated tokens as they arrive. Ctrl-C cancels the request.
+      --logprobs asks for each token's log-probability (jsonl prints it as "logprob").
       --response-format constrains the output: {"type": "json_object"}, {"type": "json_schema",
       "json_schema": {"schema": {...}}}, {"type": "regex", "regex": "..."}, {"type": "grammar",
       "grammar": "root ::= ..."}.
@@ -32,7 +33,7 @@ commands:
   health               Exit 0 when the daemon is healthy.
   cancel ID            Cancels request ID of this connection (useful only for scripting tests).
   bench [--clients N] [--requests N] [--rate R] [--turns | --own-ids N] [--prompt-ids 1,2,3]
-        [--max-tokens N]
+        [--max-tokens N] [generate's sampling options: --temperature, --top-p, --logprobs, ...]
       N client connections, N x requests in all; closed loop (each client's next request after
       its previous one), or with --rate R open loop: Poisson arrivals at R requests/s overall.
       --turns: each client's requests are the turns of one conversation (closed loop): a
@@ -61,7 +62,7 @@ Result<Args> Parse(int argc, char** argv) {
   Args a;
   const char* env = std::getenv("DEEPINFER_SOCKET");
   a.socket = env ? env : "/run/deepinfer/deepinfer.sock";
-  const std::vector<std::string> bare = {"--json", "--turns"};
+  const std::vector<std::string> bare = {"--json", "--turns", "--logprobs"};
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k.rfind("--", 0) == 0) {
@@ -153,6 +154,7 @@ Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
   }
   for (auto [it, end] = a.opts.equal_range("--stop"); it != end; ++it) r.stop.push_back(it->second);
   if (a.opts.count("--response-format")) r.response_format_json = a.Get("--response-format");
+  r.logprobs = a.opts.count("--logprobs") > 0;
   for (auto [it, end] = a.opts.equal_range("--stop-id"); it != end; ++it) {
     DI_ASSIGN_OR_RETURN(long long v, Int("--stop-id", it->second));
     r.stop_ids.push_back(static_cast<int32_t>(v));
@@ -203,7 +205,13 @@ Status Generate(const Args& a) {
         std::printf("%s%d", first ? "" : ",", ev->token);
         first = false;
       } else if (format == "jsonl") {
-        std::string line = "{\"token\": " + std::to_string(ev->token) + ", \"text\": ";
+        std::string line = "{\"token\": " + std::to_string(ev->token);
+        if (a.opts.count("--logprobs") && kind == ipc::EventKind::kToken) {
+          char lp[32];
+          std::snprintf(lp, sizeof(lp), "%.9g", ev->logprob);  // a float's every digit
+          line += ", \"logprob\": " + std::string(lp);
+        }
+        line += ", \"text\": ";
         AppendJsonString(&line, text);
         std::printf("%s}\n", line.c_str());
       }

@@ -1,7 +1,10 @@
 // deepinferd end to end, protocol and lifecycle: concurrent clients get the reference token, a
 // client killed mid-stream, broken frames, a version mismatch, a slow reader, SIGTERM with
-// requests in flight, Ctrl-C and ring cancellation, seeded sampling, log-probabilities when asked,
-// socket activation.
+// requests in flight, Ctrl-C and ring cancellation, seeded sampling, log-probabilities when asked
+// (through the CLI too), socket activation.
+#include <cstdlib>
+#include <cstring>
+
 #include "tests/integration/daemon_harness.h"
 
 namespace deepinfer {
@@ -224,6 +227,21 @@ TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
     EXPECT_GT(lp, -20.0f);  // greedy: the most likely token
   }
   EXPECT_NE(asked.logprobs, plain.logprobs);
+  // The CLI asks with --logprobs and prints each one in full (jsonl): the same values.
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
+                   " generate --prompt-ids 4,9,2 --max-tokens 8 --temperature 0 --logprobs"
+                   " --format jsonl")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  std::vector<float> printed;
+  char line[256];
+  while (fgets(line, sizeof(line), p)) {
+    const char* at = std::strstr(line, "\"logprob\": ");
+    if (at) printed.push_back(std::strtof(at + 11, nullptr));
+  }
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_EQ(printed, asked.logprobs);
   // Alternatives cannot be reported: asked for, the request is refused, not quietly served.
   r.id = 3;
   r.top_logprobs = 2;
