@@ -1,6 +1,7 @@
 // The part of token sampling the CPU sampler (engine/sampling/sampler.cc) and the GPU sampler
-// (kernels/sampling.cu) share, written once so their picks agree: the counter-based draw and the
-// walk over the candidates' probabilities (min-p, top-p, then the draw).
+// (kernels/sampling.cu) share, written once so their picks agree: the counter-based draw, the
+// order in which the candidates' probabilities are summed, and the walk over them (min-p,
+// top-p, then the draw).
 #pragma once
 
 #include <cstdint>
@@ -47,34 +48,72 @@ DI_HOST_DEVICE inline double CounterDraw(uint64_t seed, uint64_t stream, uint64_
   return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/// The index of the candidate drawn from p[0 .. n) (unnormalised probabilities, most likely
-/// first; sum = p[0] + p[1] + ... added in that order, which the caller forms while it computes
-/// them): drop those below min_p times the first, keep the smallest prefix whose mass reaches
-/// top_p, then walk the prefix to the draw u in [0, 1) — every sum in this one sequence.
-DI_HOST_DEVICE inline int32_t PickCandidate(const double* p, int32_t n, double sum, float min_p,
-                                            float top_p, double u) {
-  int32_t keep = n;
-  if (min_p > 0) {
-    while (keep > 1 && p[keep - 1] < min_p * p[0]) sum -= p[--keep];
+/// Terms per run of the candidates' sum (see ChunkedPrefix).
+constexpr int32_t kSumChunk = 512;
+
+/// prefix[i]: the running sum of the candidates' probabilities p[0 .. i] in the one order both
+/// samplers add them — from zero within each run of kSumChunk terms, each partial sum added to
+/// the sum of the whole runs before it (those added in order from zero). The runs let the GPU
+/// add them in parallel and still agree with the host to the last bit; the prefix sums never
+/// fall (sums of non-negative terms), so the walks below are binary searches.
+DI_HOST_DEVICE inline void ChunkedPrefix(const double* p, int32_t n, double* prefix) {
+  double base = 0;
+  for (int32_t c0 = 0; c0 < n; c0 += kSumChunk) {
+    const int32_t end = n - c0 < kSumChunk ? n : c0 + kSumChunk;
+    double within = 0;
+    for (int32_t i = c0; i < end; ++i) {
+      within += p[i];
+      prefix[i] = base + within;
+    }
+    base += within;
   }
-  if (top_p < 1.0f) {
-    double acc = 0;
-    for (int32_t i = 0; i < keep; ++i) {
-      acc += p[i];
-      if (acc >= top_p * sum) {
-        keep = i + 1;
-        sum = acc;
-        break;
-      }
+}
+
+/// The first index in [0, n) whose v passes x (above x, or at least x with `or_equal`), else n;
+/// v must not fall.
+DI_HOST_DEVICE inline int32_t FirstPast(const double* v, int32_t n, double x, bool or_equal) {
+  int32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (or_equal ? v[mid] >= x : x < v[mid]) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
     }
   }
-  const double target = u * sum;
-  double acc = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    acc += p[i];
-    if (target < acc) return i;
+  return lo;
+}
+
+/// The index of the candidate drawn from p[0 .. n) (unnormalised probabilities, most likely
+/// first, so they never rise) and their running sums (ChunkedPrefix): drop those below min_p
+/// times the first, keep the smallest prefix whose mass reaches top_p of what is left, then take
+/// the first candidate whose running sum passes the draw u in [0, 1) times the kept mass.
+DI_HOST_DEVICE inline int32_t PickCandidate(const double* p, const double* prefix, int32_t n,
+                                            float min_p, float top_p, double u) {
+  int32_t keep = n;
+  if (min_p > 0) {  // the terms below the floor are a suffix; the first always stays
+    const double floor = min_p * p[0];
+    int32_t lo = 1, hi = n;
+    while (lo < hi) {
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (p[mid] < floor) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    keep = lo;
   }
-  return keep - 1;
+  double sum = prefix[keep - 1];
+  if (top_p < 1.0f) {
+    const int32_t i = FirstPast(prefix, keep, top_p * sum, true);
+    if (i < keep) {
+      keep = i + 1;
+      sum = prefix[i];
+    }
+  }
+  const int32_t i = FirstPast(prefix, keep, u * sum, false);
+  return i < keep ? i : keep - 1;
 }
 
 }  // namespace deepinfer

@@ -43,66 +43,18 @@ __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const Sampl
 }
 
 constexpr int kPickThreads = 256;
-constexpr int kTile = 2048;  // doubles staged in shared memory per round of a serial fold
+constexpr int kMaxChunks = 1024;  // runs of kSumChunk terms a row may have (Reserve checks)
 
-// Thread 0 adds v[begin, end) to acc one value at a time, ascending (prefix[i] then holds the
-// running sum after v[i]), or subtracts them descending (down; prefix unused): the CPU's own
-// sequence of roundings. The block stages each tile in shared memory so the chain reads at
-// shared-memory latency instead of one dependent global load per value. Every thread gets acc.
-__device__ double SerialFold(const double* v, int32_t begin, int32_t end, bool down, double acc,
-                             double* prefix, double* tile) {
-  __shared__ double result;
-  __syncthreads();  // every thread has read the last call's result before thread 0 writes it
-  for (int32_t t0 = 0; t0 < end - begin; t0 += kTile) {
-    const int32_t m = min(kTile, end - begin - t0);
-    for (int32_t j = threadIdx.x; j < m; j += blockDim.x)
-      tile[j] = v[down ? end - 1 - t0 - j : begin + t0 + j];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      if (down) {
-        for (int32_t j = 0; j < m; ++j) acc -= tile[j];
-      } else {
-        for (int32_t j = 0; j < m; ++j) tile[j] = (acc += tile[j]);
-      }
-    }
-    __syncthreads();
-    if (!down) {
-      for (int32_t j = threadIdx.x; j < m; j += blockDim.x) prefix[begin + t0 + j] = tile[j];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) result = acc;
-  __syncthreads();
-  return result;
-}
-
-// The first index in [0, n) whose prefix sum passes x (above x, or at least x with `or_equal`),
-// else n: the linear walks of PickCandidate, which the prefix sums' monotony (sums of
-// non-negative terms) lets a binary search take.
-__device__ int32_t FirstPast(const double* prefix, int32_t n, double x, bool or_equal) {
-  int32_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int32_t mid = lo + (hi - lo) / 2;
-    const bool past = or_equal ? prefix[mid] >= x : x < prefix[mid];
-    if (past) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
-// Block r: PickCandidate (sample_pick.h) on row r's probabilities, the same sums in the same
-// order. The full sum's chain leaves every prefix sum behind; the walks for top-p and the draw
-// re-add the same terms from zero in the same order, so they are those prefix sums and become
-// binary searches. Only min-p's tail, subtracted from the sum one by one, needs a second chain.
+// Block r: PickCandidate (sample_pick.h) on row r's probabilities, with the running sums in
+// ChunkedPrefix's order: each thread adds its runs' terms from zero, thread 0 adds the runs'
+// sums in order (each run's base), then each thread writes its runs' running sums on top of
+// their bases — the host's additions, each one, in parallel over the runs.
 __global__ void __launch_bounds__(kPickThreads)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
                double* prefixes, int32_t vocab, const SampleParams* params, int32_t* out,
                float* picked_keys) {
   AwaitProducers();
-  __shared__ double tile[kTile];
+  __shared__ double bases[kMaxChunks];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
@@ -114,35 +66,38 @@ __global__ void __launch_bounds__(kPickThreads)
     return;
   }
   const int32_t n = CandidateCount(c.top_k, vocab);
+  const int32_t runs = (n + kSumChunk - 1) / kSumChunk;
   const double* p = probs + row * vocab;
   double* prefix = prefixes + row * vocab;
-  double sum = SerialFold(p, 0, n, false, 0.0, prefix, tile);
-  int32_t keep = n;
-  if (c.min_p > 0) {
-    // p falls (sorted candidates), so the terms below min_p * p[0] are a suffix.
-    const double floor = c.min_p * p[0];
-    int32_t lo = 1, hi = n;
-    while (lo < hi) {
-      const int32_t mid = lo + (hi - lo) / 2;
-      if (p[mid] < floor) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    sum = SerialFold(p, lo, n, true, sum, nullptr, tile);
-    keep = lo;
+  for (int32_t r = threadIdx.x; r < runs; r += blockDim.x) {
+    const int32_t end = min(n, (r + 1) * kSumChunk);
+    double within = 0;
+    for (int32_t i = r * kSumChunk; i < end; ++i) within += p[i];
+    bases[r] = within;  // the run's sum, until thread 0 turns it into its base
   }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double base = 0;
+    for (int32_t r = 0; r < runs; ++r) {
+      const double run_sum = bases[r];
+      bases[r] = base;
+      base += run_sum;
+    }
+  }
+  __syncthreads();
+  for (int32_t r = threadIdx.x; r < runs; r += blockDim.x) {
+    const int32_t end = min(n, (r + 1) * kSumChunk);
+    const double base = bases[r];
+    double within = 0;
+    for (int32_t i = r * kSumChunk; i < end; ++i) {
+      within += p[i];
+      prefix[i] = base + within;
+    }
+  }
+  __syncthreads();
   if (threadIdx.x != 0) return;
-  if (c.top_p < 1.0f) {
-    const int32_t i = FirstPast(prefix, keep, c.top_p * sum, true);
-    if (i < keep) {
-      keep = i + 1;
-      sum = prefix[i];
-    }
-  }
   const double u = CounterDraw(c.seed, c.stream, c.position);
-  const int32_t i = FirstPast(prefix, keep, u * sum, false), pick = i < keep ? i : keep - 1;
+  const int32_t pick = PickCandidate(p, prefix, n, c.min_p, c.top_p, u);
   out[row] = ids[pick];
   picked_keys[row] = sorted_keys[row * vocab + pick];  // its masked logit, for LogprobKernel
 }
@@ -196,7 +151,8 @@ SamplerWorkspace::~SamplerWorkspace() {
 }
 
 int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
-  if (rows < 1 || vocab < 1 || rows * vocab > INT32_MAX) {
+  if (rows < 1 || vocab < 1 || rows * vocab > INT32_MAX ||
+      vocab > int64_t{kSumChunk} * kMaxChunks) {
     return static_cast<int>(cudaErrorInvalidValue);  // CUB's segment offsets are 32-bit
   }
   const int64_t total = rows * vocab;

@@ -121,12 +121,13 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   }
   const double inv_t = 1.0 / cfg.temperature;
   const double top = logits[order[0]];
-  thread_local std::vector<double> p;
+  thread_local std::vector<double> p, prefix;
   p.resize(n);
-  double sum = 0;
-  for (int32_t i = 0; i < n; ++i) sum += (p[i] = std::exp((logits[order[i]] - top) * inv_t));
+  prefix.resize(n);
+  for (int32_t i = 0; i < n; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
+  ChunkedPrefix(p.data(), n, prefix.data());
   const double u = CounterUniform(cfg.seed, stream, position);
-  return order[PickCandidate(p.data(), n, sum, cfg.min_p, cfg.top_p, u)];
+  return order[PickCandidate(p.data(), prefix.data(), n, cfg.min_p, cfg.top_p, u)];
 }
 
 int32_t SampleToken(const float* logits, int32_t vocab, const SampleParams& p,
