@@ -302,7 +302,7 @@ void EngineWorker::Loop() {
       draw_states.push_back(running[i].state.get());
       draw_items.push_back(item_of[i]);
     }
-    const size_t drawn = draws.Plan(items, draw_states, draw_items, logits);
+    draws.Plan(items, draw_states, draw_items, logits);
     const AsyncForward::Clock::time_point start = AsyncForward::Clock::now();
     if (stepped) {
       stats_.RecordIdleGap(static_cast<uint64_t>(
@@ -335,17 +335,17 @@ void EngineWorker::Loop() {
     stats_.kv_blocks_free.store(pool.blocks_free, std::memory_order_relaxed);
     // Draws for every request sampled this step, in parallel; what they emit follows in order.
     sampled.assign(running.size(), Status::Ok());
-    if (st.ok()) stats_.stepper_sampled_tokens.fetch_add(drawn);
     if (st.ok()) {
-      sampling_pool.ParallelFor(static_cast<int64_t>(samples_now.size()), [&](int64_t b,
-                                                                              int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          const size_t i = samples_now[static_cast<size_t>(k)];
-          const size_t d = static_cast<size_t>(k);
-          sampled[i] = draws.drawn(d) ? running[i].state->Accept(draws.token(d), draws.logprob(d))
-                                      : running[i].state->Sample(draws.logits(d));
-        }
-      });
+      sampling_pool.ParallelFor(
+          static_cast<int64_t>(samples_now.size()), [&](int64_t b, int64_t e) {
+            for (int64_t k = b; k < e; ++k) {
+              const size_t i = samples_now[static_cast<size_t>(k)];
+              const size_t d = static_cast<size_t>(k);
+              sampled[i] = draws.drawn(d) ? draws.Accept(d, *running[i].state)
+                                          : running[i].state->Sample(draws.logits(d));
+            }
+          });
+      stats_.stepper_sampled_tokens.fetch_add(draws.TakeAccepted());
     }
     for (size_t i = running.size(); i-- > 0;) {
       if (item_of[i] == SIZE_MAX) continue;

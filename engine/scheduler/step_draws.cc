@@ -36,4 +36,10 @@ size_t StepDraws::Plan(std::span<BatchItem> items, std::span<RequestState* const
   return draws;
 }
 
+Status StepDraws::Accept(size_t k, RequestState& state) {
+  Status st = state.Accept(next_[k], logprobs_[k]);
+  if (st.ok()) accepted_.fetch_add(1, std::memory_order_relaxed);
+  return st;
+}
+
 }  // namespace deepinfer

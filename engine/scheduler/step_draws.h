@@ -6,6 +6,7 @@
 // host — logit processors, a grammar — takes its logits in the same step.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,6 +33,10 @@ class StepDraws {
   /// After the step: whether sampled[k] was drawn on the stepper; then its token, else its
   /// logits (the row Plan gave its item).
   bool drawn(size_t k) const { return drawn_[k] != 0; }
+  /// sampled[k]'s Accept of its drawn token (any thread), counted when it succeeds.
+  Status Accept(size_t k, RequestState& state);
+  /// Drawn tokens accepted since the last call.
+  uint64_t TakeAccepted() { return accepted_.exchange(0, std::memory_order_relaxed); }
   int32_t token(size_t k) const { return next_[k]; }
   float logprob(size_t k) const { return logprobs_[k]; }  // when the request asked for them
   float* logits(size_t k) const { return logits_[k]; }
@@ -44,6 +49,7 @@ class StepDraws {
   std::vector<int32_t> next_;
   std::vector<float> logprobs_;
   std::vector<float*> logits_;
+  std::atomic<uint64_t> accepted_{0};
 };
 
 }  // namespace deepinfer

@@ -84,5 +84,26 @@ TEST_F(StepDrawsTest, EachRequestDrawsOnTheStepperWhenItCan) {
   }
 }
 
+// The stepper's tokens go to their requests through Accept, which counts the ones accepted
+// (status' stepper_sampled_tokens) and not a refused one.
+TEST_F(StepDrawsTest, AcceptedDrawsAreCounted) {
+  MakeSlotted(2, 16, 8, 128);
+  RequestState a(*slotted_, nullptr, 1, Sampled(0.8f, 3)), b(*slotted_, nullptr, 2, Sampled(0, 5));
+  std::vector<BatchItem> items = {{&a.seq(), a.NextInput(64), nullptr, nullptr, true}};
+  std::vector<float> logits;
+  StepDraws draws(*slotted_, true);
+  const std::vector<RequestState*> sampled = {&a, &b};
+  const std::vector<size_t> sampled_items = {0, 0};
+  ASSERT_EQ(draws.Plan(items, {sampled.data(), 1}, {sampled_items.data(), 1}, logits), 1u);
+  ASSERT_TRUE(slotted_->ForwardBatch(items).ok());
+  EXPECT_TRUE(draws.Accept(0, a).ok());
+  EXPECT_EQ(a.context().size(), 4u);  // the prompt and the drawn token
+  EXPECT_EQ(a.context().back(), draws.token(0));
+  EXPECT_EQ(draws.TakeAccepted(), 1u);
+  EXPECT_EQ(draws.TakeAccepted(), 0u);
+  EXPECT_FALSE(draws.Accept(0, b).ok());  // b's prompt was never fed
+  EXPECT_EQ(draws.TakeAccepted(), 0u);
+}
+
 }  // namespace
 }  // namespace deepinfer
