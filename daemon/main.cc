@@ -128,6 +128,10 @@ int Run(int argc, char** argv) {
   engine_options.park_slots = cfg.park_slots;
   engine_options.share_prefixes = cfg.share_prefixes;
   engine_options.device_sampling = DrawsOnStepper(cfg);
+  if (cfg.device_sampling == "on" && !model.samples_on_stepper()) {
+    spdlog::warn("device_sampling: on has no effect without forward slots; tokens are drawn on "
+                 "the host");
+  }
   if (cfg.share_prefixes && cfg.park_slots && model.slots_total() > 0 &&
       !model.copies_sequences()) {
     spdlog::warn("share_prefixes: off, this slot stepper cannot copy slots");
