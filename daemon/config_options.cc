@@ -200,10 +200,11 @@ const std::vector<OptionSpec>& OptionTable() {
       false},
      SetBool<&C::share_prefixes>, Same<&C::share_prefixes>},
     {{"device_sampling", "auto|on|off", "auto",
-      "with forward slots, sampled requests without logit processors or grammar draw their "
-      "tokens on the stepper: one id (and log-probability) comes back instead of a "
-      "vocabulary-wide row of logits and a host draw; the same tokens either way. auto: on with "
-      "device cuda, off on the CPU reference (whose draws run one after another)",
+      "with forward slots, sampled requests without logit processors draw their tokens on the "
+      "stepper (with their grammar's mask, made before the step): one id (and log-probability) "
+      "comes back instead of a vocabulary-wide row of logits and a host draw; the same tokens "
+      "either way. auto: on with device cuda, off on the CPU reference (whose draws run one "
+      "after another)",
       false},
      SetOneOf<&C::device_sampling, kDeviceSampling>, Same<&C::device_sampling>},
     {{"folded_experts", "on|off", "off",

@@ -162,7 +162,7 @@ Status RequestState::Sample(float* last) {
 
 bool RequestState::DrawsOnStepper() const {
   const SamplingConfig& s = params_.sampling;
-  return !matcher_ && s.repetition_penalty == 1.0f && s.frequency_penalty == 0.0f &&
+  return s.repetition_penalty == 1.0f && s.frequency_penalty == 0.0f &&
          s.presence_penalty == 0.0f && s.logit_bias.empty();
 }
 
@@ -178,6 +178,21 @@ SampleParams RequestState::DrawParams() const {
           params_.logprobs ? 1u : 0u};
 }
 
+bool RequestState::DrawMask(uint32_t* words, int32_t vocab) {
+  if (!matcher_) return false;
+  PrepareMask();
+  const int32_t covered = std::min<int32_t>(vocab, params_.vocabulary->size());
+  const int32_t n = (vocab + 31) / 32;
+  bool any = false;
+  for (int32_t w = 0; w < n; ++w) {
+    const int32_t valid = std::clamp(covered - w * 32, 0, 32);
+    const uint32_t bits = valid == 32 ? ~0u : (1u << valid) - 1;
+    words[w] = valid > 0 ? mask_[w] & bits : 0u;
+    any = any || words[w] != 0;
+  }
+  return any;
+}
+
 Status RequestState::Accept(int32_t token, float logprob) {
   if (static_cast<size_t>(seq_.length) != context_.size()) {
     return Internal("a token drawn before the model has seen the context");
@@ -185,6 +200,7 @@ Status RequestState::Accept(int32_t token, float logprob) {
   if (matcher_ && !matcher_->AcceptToken(token)) {
     return Internal("grammar: the sampled token was not accepted");
   }
+  mask_ready_ = false;  // the token moves the grammar on
   history_.AddOutput(token);
   context_.push_back(token);
   pending_.push_back({token, params_.logprobs ? logprob : 0.0f});

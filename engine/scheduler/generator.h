@@ -96,9 +96,13 @@ class RequestState {
   /// The request follows a grammar (its masks are worth preparing during the model step).
   bool constrained() const { return matcher_.has_value(); }
   /// Whether this request's draws can be made on the slot stepper (BatchItem::sample): no logit
-  /// processors and no grammar (whose mask is prepared while the step runs, which a draw on the
-  /// stepper would have to wait for).
+  /// processors (a grammar's mask goes with the draw, DrawMask).
   bool DrawsOnStepper() const;
+  /// For a draw on the stepper under a grammar: the next token's mask over the model's `vocab`
+  /// ids in `words` (ceil(vocab / 32); ids the grammar's vocabulary does not cover are not
+  /// allowed). Prepares it now if the step has not. False when no token is allowed (Sample then
+  /// reports the grammar's error: the request takes the host path).
+  bool DrawMask(uint32_t* words, int32_t vocab);
   /// The next draw's parameters for BatchItem::sample: Sample's, at the same position.
   SampleParams DrawParams() const;
   /// Sample's second half, for a token drawn on the stepper with DrawParams() (and its

@@ -2,8 +2,9 @@
 // StepMixed, or its CPU reference): a request drawn there gets one token id back instead of a
 // vocabulary-wide row of logits and a host draw (~3.3 ms at V4's 129K ids for a temperature
 // pick on one core, bench/RESULTS.md). Each request sampled in a step is drawn there when it can
-// be (RequestState::DrawsOnStepper), with its log-probability when it asks; one that needs the
-// host — logit processors, a grammar — takes its logits in the same step.
+// be (RequestState::DrawsOnStepper), with its log-probability when it asks and its grammar's mask
+// when it has one; one that needs the host — logit processors — takes its logits in the same
+// step.
 #pragma once
 
 #include <atomic>
@@ -49,6 +50,7 @@ class StepDraws {
   std::vector<int32_t> next_;
   std::vector<float> logprobs_;
   std::vector<float*> logits_;
+  std::vector<uint32_t> masks_;  // a constrained draw's mask, ceil(vocab / 32) words each
   std::atomic<uint64_t> accepted_{0};
 };
 

@@ -88,6 +88,41 @@ TEST_F(DaemonTest, ResponseFormatConstrainsTheOutput) {
   EXPECT_FALSE((*c)->Generate(bad).ok());
 }
 
+// Constrained requests drawn on the stepper (the slot path with device_sampling on): each draw
+// goes with its grammar's mask, and the outputs — sampled and greedy, with the grammar's forced
+// '-' in between — are the layers path's, whose draws are the host's.
+TEST_F(DaemonTest, ConstrainedDrawsOnTheStepperFollowTheGrammar) {
+  const std::string tok = TestTokenizer();
+  auto run = [&](const std::string& sock, std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--tokenizer", tok});
+    Daemon d(dir_ / "model", sock, flags);
+    auto c = client::Client::Connect(sock);
+    std::vector<std::string> texts;
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return std::make_pair(texts, std::string());
+    for (uint64_t id = 1; id <= 4; ++id) {
+      auto r = Request(id, {5, 6, 7}, 40);
+      r.temperature = id % 2 ? 1.0 : 0.0;
+      r.seed = id;
+      r.response_format_json = R"({"type": "regex", "regex": "[a-z]{3}-[0-9]{2}"})";
+      EXPECT_TRUE((*c)->Generate(r).ok());
+      texts.push_back(DrainOne(**c).text);
+    }
+    const auto status = (*c)->GetStatus();
+    return std::make_pair(texts, status.ok() ? *status : std::string());
+  };
+  const auto [layers, layers_status] = run(dir_ / "layers.sock", {});
+  const auto [slots, slots_status] = run(
+      dir_ / "slots.sock", {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests",
+                            "2", "--slot-context", "128", "--device-sampling", "on"});
+  ASSERT_EQ(slots.size(), 4u);
+  EXPECT_EQ(slots, layers);
+  for (const std::string& text : slots) {
+    EXPECT_TRUE(text.size() == 6 && std::islower(text[0]) && text[3] == '-') << text;
+  }
+  EXPECT_EQ(slots_status.find("\"stepper_sampled_tokens\":0,"), std::string::npos) << slots_status;
+}
+
 // More distinct response formats than the daemon's grammar cache holds (256): the cache starts
 // over, and every request — the one that overflows it included — is still constrained.
 TEST_F(DaemonTest, GrammarCacheOverflowKeepsRequestsConstrained) {
