@@ -309,11 +309,11 @@ void EngineWorker::Loop() {
           std::chrono::duration_cast<std::chrono::nanoseconds>(start - last_end).count()));
     }
     // The model step goes to its own thread only when there is something to prepare meanwhile
-    // (grammar masks): handing a step over costs two thread wake-ups, which on a busy CPU host
-    // cost more than they hide for unconstrained requests (bench/RESULTS.md, "request rate").
+    // (the host draws' grammar masks): handing a step over costs two thread wake-ups, which on a
+    // busy CPU host cost more than they hide (bench/RESULTS.md, "request rate").
     bool masks_to_prepare = false;
-    for (size_t i : samples_now)
-      masks_to_prepare = masks_to_prepare || running[i].state->constrained();
+    for (size_t k = 0; k < samples_now.size(); ++k)
+      masks_to_prepare |= running[samples_now[k]].state->constrained() && !draws.drawn(k);
     Status st;
     if (async && masks_to_prepare) {
       async->Launch(items);
