@@ -179,7 +179,15 @@ const char* FinishName(uint16_t r) {
   }
 }
 
+// Flags without values (--logprobs, --turns) cannot take one: a stray word is an error.
+Status NoPositional(const Args& a) {
+  if (a.positional.empty()) return Status::Ok();
+  return InvalidArgument(a.command + " takes no positional arguments ('" + a.positional[0] +
+                         "'); --json, --turns and --logprobs take no value");
+}
+
 Status Generate(const Args& a) {
+  DI_RETURN_IF_ERROR(NoPositional(a));
   const std::string format = a.Get("--format", "text");
   if (format != "text" && format != "ids" && format != "jsonl") {
     return InvalidArgument("--format must be text, ids or jsonl");
@@ -228,6 +236,7 @@ Status Generate(const Args& a) {
 }
 
 Status Bench(const Args& a) {
+  DI_RETURN_IF_ERROR(NoPositional(a));
   BenchOptions o;
   o.socket = a.socket;
   DI_ASSIGN_OR_RETURN(o.clients, Int("--clients", a.Get("--clients", "4")));

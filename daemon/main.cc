@@ -23,9 +23,17 @@ namespace {
 namespace asio = boost::asio;
 
 // device_sampling's auto: draws on the device forward, the host sampler's pool on the CPU
-// reference (whose draws would run one after another inside the step).
-bool DrawsOnStepper(const DaemonConfig& cfg) {
-  return cfg.device_sampling == "on" || (cfg.device_sampling == "auto" && cfg.device == "cuda");
+// reference (whose draws would run one after another inside the step), and on the host above
+// the vocabulary the GPU sampler takes; on there is an error.
+Result<bool> DrawsOnStepper(const DaemonConfig& cfg, int32_t vocab) {
+  const bool fits = cfg.device != "cuda" || vocab <= int64_t{kSumChunk} * kMaxSumRuns;
+  if (cfg.device_sampling == "on" && !fits) {
+    return InvalidArgument("device_sampling on: the GPU sampler takes vocabularies up to " +
+                           std::to_string(int64_t{kSumChunk} * kMaxSumRuns) +
+                           " ids, this model has " + std::to_string(vocab));
+  }
+  return cfg.device_sampling == "on" ||
+         (cfg.device_sampling == "auto" && cfg.device == "cuda" && fits);
 }
 
 int Run(int argc, char** argv) {
@@ -64,6 +72,8 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("backend: {}", backend->name());
   Model model(**ck, *backend, *numerics);
+  const auto draws_on_stepper = DrawsOnStepper(cfg, model.config().vocab_size);
+  if (!draws_on_stepper.ok()) return fail(draws_on_stepper.status());
   // --forward slots: the steps run on a slot stepper — the device forward, or on the CPU its
   // reference over a model of its own — sized by the engine's batch and step budget: decode rows
   // count against the budget and prefill takes what they leave, but every running request gets
@@ -80,7 +90,7 @@ int Run(int argc, char** argv) {
       o.slots = static_cast<int>(cfg.batch_requests);
       o.max_context = cfg.slot_context;
       o.folded_experts = cfg.folded_experts;
-      o.draws = DrawsOnStepper(cfg);
+      o.draws = *draws_on_stepper;
       auto dev = DeviceForward::Create(**ck, o);
       if (!dev.ok()) {  // e.g. a model the production kernels do not take: stage 1 may
         return fail(Status(dev.status().code(), dev.status().message() +
@@ -127,10 +137,11 @@ int Run(int argc, char** argv) {
   engine_options.prefix_cache_bytes = cfg.prefix_cache_bytes;
   engine_options.park_slots = cfg.park_slots;
   engine_options.share_prefixes = cfg.share_prefixes;
-  engine_options.device_sampling = DrawsOnStepper(cfg);
+  engine_options.device_sampling = *draws_on_stepper;
   if (cfg.device_sampling == "on" && !model.samples_on_stepper()) {
-    spdlog::warn("device_sampling: on has no effect without forward slots; tokens are drawn on "
-                 "the host");
+    spdlog::warn(
+        "device_sampling: on has no effect without forward slots; tokens are drawn on "
+        "the host");
   }
   if (cfg.share_prefixes && cfg.park_slots && model.slots_total() > 0 &&
       !model.copies_sequences()) {

@@ -50,6 +50,9 @@ DI_HOST_DEVICE inline double CounterDraw(uint64_t seed, uint64_t stream, uint64_
 
 /// Terms per run of the candidates' sum (see ChunkedPrefix).
 constexpr int32_t kSumChunk = 512;
+/// Runs a row may have on the GPU sampler (its block keeps their bases in shared memory): the
+/// largest vocabulary it draws from, kSumChunk * kMaxSumRuns = 524,288 ids.
+constexpr int32_t kMaxSumRuns = 1024;
 
 /// prefix[i]: the running sum of the candidates' probabilities p[0 .. i] in the one order both
 /// samplers add them — from zero within each run of kSumChunk terms, each partial sum added to

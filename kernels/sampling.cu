@@ -43,7 +43,6 @@ __global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const Sampl
 }
 
 constexpr int kPickThreads = 256;
-constexpr int kMaxChunks = 1024;  // runs of kSumChunk terms a row may have (Reserve checks)
 
 // Block r: PickCandidate (sample_pick.h) on row r's probabilities, with the running sums in
 // ChunkedPrefix's order: each thread adds its runs' terms from zero, thread 0 adds the runs'
@@ -54,7 +53,7 @@ __global__ void __launch_bounds__(kPickThreads)
                double* prefixes, int32_t vocab, const SampleParams* params, int32_t* out,
                float* picked_keys) {
   AwaitProducers();
-  __shared__ double bases[kMaxChunks];
+  __shared__ double bases[kMaxSumRuns];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
@@ -152,7 +151,7 @@ SamplerWorkspace::~SamplerWorkspace() {
 
 int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   if (rows < 1 || vocab < 1 || rows * vocab > INT32_MAX ||
-      vocab > int64_t{kSumChunk} * kMaxChunks) {
+      vocab > int64_t{kSumChunk} * kMaxSumRuns) {
     return static_cast<int>(cudaErrorInvalidValue);  // CUB's segment offsets are 32-bit
   }
   const int64_t total = rows * vocab;

@@ -31,8 +31,9 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
   const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
                                    {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
                                    {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1},
-                                   {0.9f, 0.8f, 0.1f, -1}};
-  for (int32_t vocab : {1000, 129280}) {
+                                   {0.9f, 0.8f, 0.1f, -1},    {1.1f, 1.0f, 0.0f, 1024}};
+  // 262,144 ids: 512 runs of 512, so a thread adds two runs (the block has 256).
+  for (int32_t vocab : {1000, 129280, 262144}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size()) * 2;
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
@@ -92,6 +93,10 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<int32_t> got_rev = dout_rev.ToHost();
     for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got_rev[r], got[rows - 1 - r]) << r;
+    if (vocab == 1000) {  // past kSumChunk * kMaxSumRuns ids a block cannot hold a row's runs
+      kernels::SamplerWorkspace too_wide;
+      EXPECT_NE(too_wide.Reserve(1, kSumChunk * kMaxSumRuns + 1), 0);
+    }
     std::vector<int32_t> scratch;
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);

@@ -242,6 +242,11 @@ TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
   }
   EXPECT_EQ(pclose(p), 0);
   EXPECT_EQ(printed, asked.logprobs);
+  // --logprobs takes no value: a stray one is refused (exit 2), not silently dropped.
+  EXPECT_EQ(std::system((kBin + "/deepinfer --socket " + socket_ +
+                         " generate --prompt-ids 4 --logprobs 5 >/dev/null 2>&1")
+                            .c_str()),
+            2 << 8);
   // Alternatives cannot be reported: asked for, the request is refused, not quietly served.
   r.id = 3;
   r.top_logprobs = 2;

@@ -100,21 +100,24 @@ TEST_F(DaemonTest, ConstrainedDrawsOnTheStepperFollowTheGrammar) {
     std::vector<std::string> texts;
     EXPECT_TRUE(c.ok());
     if (!c.ok()) return std::make_pair(texts, std::string());
+    // All four at once, so steps carry two masked draws (two slots).
     for (uint64_t id = 1; id <= 4; ++id) {
-      auto r = Request(id, {5, 6, 7}, 40);
+      auto r = Request(id, {5, 6, static_cast<int32_t>(id)}, 40);
       r.temperature = id % 2 ? 1.0 : 0.0;
       r.seed = id;
       r.response_format_json = R"({"type": "regex", "regex": "[a-z]{3}-[0-9]{2}"})";
       EXPECT_TRUE((*c)->Generate(r).ok());
-      texts.push_back(DrainOne(**c).text);
     }
+    for (const auto& [id, ended] : DrainRequests(**c, 4)) texts.push_back(ended.text);
     const auto status = (*c)->GetStatus();
     return std::make_pair(texts, status.ok() ? *status : std::string());
   };
-  const auto [layers, layers_status] = run(dir_ / "layers.sock", {});
-  const auto [slots, slots_status] = run(
-      dir_ / "slots.sock", {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests",
-                            "2", "--slot-context", "128", "--device-sampling", "on"});
+  const auto [layers, layers_status] = run(dir_ / "layers.sock", {"--warmup", "off"});
+  // No warm-up: every token the stepper draws is a constrained request's.
+  const auto [slots, slots_status] =
+      run(dir_ / "slots.sock",
+          {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests", "2",
+           "--slot-context", "128", "--device-sampling", "on", "--warmup", "off"});
   ASSERT_EQ(slots.size(), 4u);
   EXPECT_EQ(slots, layers);
   for (const std::string& text : slots) {

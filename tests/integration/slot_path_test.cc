@@ -55,7 +55,7 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
   const auto slots = run(dir_ / "slots.sock",
                          {"--forward", "slots", "--prefix-cache-bytes", "0", "--batch-requests",
                           "3", "--step-token-budget", "8", "--slot-context", "128",
-                          "--max-tokens-cap", "64", "--device-sampling", "on"},
+                          "--max-tokens-cap", "64", "--device-sampling", "on", "--warmup", "off"},
                          "\"slots_parked\":3");
   // The same with every token drawn on the host from the stepper's logits (the seeded requests'
   // draws above were made on the stepper).

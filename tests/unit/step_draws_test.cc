@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
+#include "grammar/regex.h"
+#include "tests/unit/grammar_test_util.h"
 #include "tests/unit/tiny_model_test.h"
 
 namespace deepinfer {
@@ -103,6 +106,45 @@ TEST_F(StepDrawsTest, AcceptedDrawsAreCounted) {
   EXPECT_EQ(draws.TakeAccepted(), 0u);
   EXPECT_FALSE(draws.Accept(0, b).ok());  // b's prompt was never fed
   EXPECT_EQ(draws.TakeAccepted(), 0u);
+}
+
+// Constrained requests draw on the stepper with their grammar's mask: two in one step, each item
+// pointing at its own row, which allows exactly the grammar's next tokens — none of the model's
+// ids past the grammar's vocabulary (257 byte tokens here, 512 model ids).
+TEST_F(StepDrawsTest, ConstrainedDrawsCarryTheirGrammarsMask) {
+  MakeSlotted(4, 16, 8, 128);
+  const auto vocabulary = std::shared_ptr<const grammar::TokenVocabulary>(
+      &grammar::testing::ByteVocab(), [](const grammar::TokenVocabulary*) {});
+  auto constrained = [&](const char* regex, uint64_t stream) {
+    GenerationParams p = Sampled(0.8f, 3);
+    p.grammar = std::make_shared<const grammar::CompiledGrammar>(
+        grammar::testing::MustCompile(grammar::RegexToGrammar(regex)));
+    p.vocabulary = vocabulary;
+    return std::make_unique<RequestState>(*slotted_, nullptr, stream, p);
+  };
+  auto abc = constrained("[a-c]x", 1), digits = constrained("[0-9]+", 2);
+  ASSERT_TRUE(abc->DrawsOnStepper());
+  std::vector<BatchItem> items(2);
+  std::vector<float> logits;
+  StepDraws draws(*slotted_, true);
+  const std::vector<RequestState*> sampled = {abc.get(), digits.get()};
+  const std::vector<size_t> sampled_items = {1, 0};
+  ASSERT_EQ(draws.Plan(items, sampled, sampled_items, logits), 2u);
+  ASSERT_NE(items[1].mask, nullptr);
+  ASSERT_NE(items[0].mask, nullptr);
+  ASSERT_NE(items[0].mask, items[1].mask);
+  auto allowed = [&](const uint32_t* mask) {
+    std::vector<int32_t> ids;
+    for (int32_t t = 0; t < V_; ++t) {
+      if ((mask[t >> 5] >> (t & 31)) & 1u) ids.push_back(t);
+    }
+    return ids;
+  };
+  EXPECT_EQ(allowed(items[1].mask), (std::vector<int32_t>{'a', 'b', 'c'}));
+  std::vector<int32_t> digit_ids;
+  for (int32_t d = '0'; d <= '9'; ++d) digit_ids.push_back(d);
+  EXPECT_EQ(allowed(items[0].mask), digit_ids);
+  EXPECT_TRUE(logits.empty());  // nothing for the host
 }
 
 }  // namespace
