@@ -273,7 +273,7 @@ Status Model::DrawOnSlots(std::span<BatchItem> items) {
   size_t drawn = 0;
   for (BatchItem& it : items) {
     if (it.sample == nullptr || it.tokens.empty()) continue;
-    if (it.logprob != nullptr) *it.logprob = it.sample->logprob ? step_logprobs_[drawn] : 0.0f;
+    if (it.logprob != nullptr) *it.logprob = step_logprobs_[drawn];  // 0 when not asked
     *it.next = step_next_[drawn++];
   }
   return Status::Ok();

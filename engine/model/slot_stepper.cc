@@ -77,6 +77,8 @@ Status MergeStepRows(std::span<const int32_t> sample_rows, std::span<const int32
                      int64_t rows, std::vector<int32_t>& merged, std::vector<uint8_t>& drawn) {
   merged.clear();
   drawn.clear();
+  DI_RETURN_IF_ERROR(CheckLogitRows(sample_rows, rows));
+  DI_RETURN_IF_ERROR(CheckLogitRows(logit_rows, rows));
   if (sample_rows.empty() && logit_rows.empty()) {
     for (int32_t r = 0; r < rows; ++r) merged.push_back(r);
     drawn.assign(merged.size(), 1);
@@ -89,15 +91,7 @@ Status MergeStepRows(std::span<const int32_t> sample_rows, std::span<const int32
     merged.push_back(take_sample ? sample_rows[a++] : logit_rows[b++]);
     drawn.push_back(take_sample ? 1 : 0);
   }
-  // Each list ascending and no row in both: then the merge is strictly ascending.
-  for (size_t k = 1; k < sample_rows.size(); ++k) {
-    if (sample_rows[k] <= sample_rows[k - 1]) merged.clear();
-  }
-  for (size_t k = 1; k < logit_rows.size(); ++k) {
-    if (logit_rows[k] <= logit_rows[k - 1]) merged.clear();
-  }
-  if (merged.empty()) return InvalidArgument("sampled and logit rows must each be ascending");
-  return CheckLogitRows(merged, rows);
+  return CheckLogitRows(merged, rows);  // a row in both lists appears twice
 }
 
 SlotPool::SlotPool(int slots) {
