@@ -3,14 +3,16 @@
 // or, with --prefill, a prompt of --context tokens taken in chunks.
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
 //                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
-//                        [--no-branches] [--folded-experts]
+//                        [--no-branches] [--folded-experts] [--no-early-weights]
 //                        [--prefill 128,512]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
 // --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
-// overlap; --folded-experts: DeviceForwardOptions::folded_experts. Prints one JSON object per
-// batch and mode: µs per step, tokens/s, the bytes a step reads (dense weights in their formats,
-// the experts uniform routing touches, cache rows and indexer keys) and that against 4.3 TB/s.
+// overlap; --no-early-weights: weights loaded after each kernel's wait (kernels/launch.cuh,
+// EarlyWeightLoads), to measure what loading them early is worth; --folded-experts:
+// DeviceForwardOptions::folded_experts. Prints one JSON object per batch and mode: µs per step,
+// tokens/s, the bytes a step reads (dense weights in their formats, the experts uniform routing
+// touches, cache rows and indexer keys) and that against 4.3 TB/s.
 // --prefill C,...: for each chunk size, one sequence's --context prompt tokens in chunks of C
 // (the last row's logits each), timed whole.
 #include <cuda_runtime_api.h>
@@ -170,6 +172,10 @@ int main(int argc, char** argv) {
       deepinfer::kernels::SetOverlappedLaunches(false);
       continue;
     }
+    if (flag == "--no-early-weights") {
+      deepinfer::kernels::SetEarlyWeightLoads(false);
+      continue;
+    }
     if (i + 1 >= argc) {
       bad = true;
       break;
@@ -199,7 +205,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
                  "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
-                 "[--no-branches] [--folded-experts] "
+                 "[--no-branches] [--folded-experts] [--no-early-weights] "
                  "[--prefill 128,512]\n");
     return 2;
   }

@@ -6,7 +6,8 @@
 // blocks start as soon as every block of the current grid has passed `AwaitProducers`, and wait
 // there until the current grid has finished and its writes are visible. Every kernel therefore
 // calls `AwaitProducers` before it touches global memory that an earlier kernel writes (or that a
-// later one reads): it is the first statement of every kernel here. A kernel must wait even when
+// later one reads): it is the first statement of every kernel here, except that kernels may load
+// settled weights before it (EarlyWeightLoads below). A kernel must wait even when
 // it reads nothing its predecessor wrote, since ordering reaches back past the predecessor only
 // through each kernel's wait. Without the attribute, or after a memcpy, memset or host node, the
 // wait returns at once and ordering is the stream's.
@@ -30,6 +31,14 @@ __device__ __forceinline__ void AwaitProducers() {
 /// for measuring what the overlap is worth; set it before graphs are captured.
 void SetOverlappedLaunches(bool on);
 bool OverlappedLaunches();
+
+/// Whether kernels may load their weights before `AwaitProducers` (default on), so that a
+/// product's weights stream from HBM while the kernel before it still runs. It holds only while
+/// weights are settled: written by copies or kernels that finished before the launch (the device
+/// forward synchronises its upload), never by a kernel that may still be running. Off loads them
+/// after the wait, for measuring what it is worth.
+void SetEarlyWeightLoads(bool on);
+bool EarlyWeightLoads();
 
 /// `kernel<<<grid, block, smem, stream>>>(args...)` with the overlap attribute when it is on.
 /// Errors are left for cudaGetLastError, as with the triple-chevron launch.

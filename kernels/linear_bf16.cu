@@ -20,6 +20,7 @@ struct Products {
   int split[kMaxGemvProducts];
   int block_end[kMaxGemvProducts];
   int n = 0;
+  bool early = false;  // one step of weights loaded before the programmatic-launch wait
 };
 
 // A warp takes Outs weight rows; each lane loads 16 bytes (8 weights) of each at a time, so a
@@ -29,7 +30,6 @@ struct Products {
 template <int Outs, int Rows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Bf16GemvKernel(Products prods, int64_t in, const float* __restrict__ x) {
-  AwaitProducers();
   int p = 0;
   while (p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
   const int block = static_cast<int>(blockIdx.x) - (p > 0 ? prods.block_end[p - 1] : 0);
@@ -46,17 +46,27 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   for (int j = 0; j < Outs; ++j) {
     wr[j] = reinterpret_cast<const uint4*>(w + (o0 + j < out ? o0 + j : out - 1) * in);
   }
+  // At one activation row a warp's first step of weights is loaded before the wait when the
+  // weights are settled (EarlyWeightLoads): it streams while the kernel before this one runs.
+  const int64_t c0 = (warp % split) * 32 + lane;
+  const bool early = Rows == 1 && prods.early && active && c0 < in / 8;
+  uint4 first[Outs];
+  if (early) {
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) first[j] = __ldg(wr[j] + c0);
+  }
+  AwaitProducers();
   float acc[Outs][Rows];
 #pragma unroll
   for (int j = 0; j < Outs; ++j) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
   }
-  for (int64_t c = (warp % split) * 32 + lane; active && c < in / 8; c += split * 32) {
+  for (int64_t c = c0; active && c < in / 8; c += split * 32) {
     float wv[Outs][8];
 #pragma unroll
     for (int j = 0; j < Outs; ++j) {
-      const uint4 packed = __ldg(wr[j] + c);
+      const uint4 packed = early && c == c0 ? first[j] : __ldg(wr[j] + c);
       const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -106,6 +116,7 @@ void LaunchRows(Products prods, int64_t in, const float* x, cudaStream_t stream)
     blocks += static_cast<int>((prods.out[p] + per_block - 1) / per_block);
     prods.block_end[p] = blocks;
   }
+  prods.early = EarlyWeightLoads();
   LaunchKernel(Bf16GemvKernel<Outs, Rows>, static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
                stream, prods, in, x);
 }

@@ -77,7 +77,13 @@ struct WideProducts {
   int split[kMaxGemvProducts];
   int block_end[kMaxGemvProducts];
   int n = 0;
+  bool early = false;  // weights loaded before the programmatic-launch wait
 };
+
+// Steps of weights a warp loads before the wait: two (all of wq_b's 1,024 columns) at one
+// activation row; none with several, whose accumulators leave no registers for them.
+template <int Rows>
+constexpr int kEarlySteps = Rows == 1 ? 2 : 0;
 
 // Fast path for rows whose width is a multiple of 512 and 16-byte aligned: each lane loads 16
 // weights at once, so a warp streams 512 bytes (four scale blocks) per step; unrolling keeps two
@@ -90,7 +96,6 @@ struct WideProducts {
 template <int Rows, int Outs, bool Multi>
 __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* __restrict__ x,
                                   GroupStrides g) {
-  AwaitProducers();
   static_assert(128 % Outs == 0, "a warp's rows must share one scale row");
   int p = 0;
   while (Multi && p + 1 < prods.n && static_cast<int>(blockIdx.x) >= prods.block_end[p]) ++p;
@@ -113,19 +118,32 @@ __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* _
     // Rows past the end re-read the last row; their results are not stored.
     wr[j] = reinterpret_cast<const uint4*>(w + (o0 + j < out ? o0 + j : out - 1) * in);
   }
+  const int64_t first = (warp % split) * 512, stride = static_cast<int64_t>(split) * 512;
+  // A warp's first steps of weights, loaded before the wait when the weights are settled
+  // (EarlyWeightLoads): they stream from HBM while the kernel before this one still runs.
+  constexpr int kEarlySlots = kEarlySteps < Rows >> 0 ? kEarlySteps<Rows> : 1;
+  uint4 early[kEarlySlots][Outs];
+  float early_scale[kEarlySlots];
+  if (!prods.early) AwaitProducers();
+#pragma unroll
+  for (int e = 0; e < kEarlySteps<Rows>; ++e) {
+    const int64_t i0 = first + e * stride + lane * 16;
+    if (active && first + e * stride < in) {
+#pragma unroll
+      for (int j = 0; j < Outs; ++j) early[e][j] = __ldg(wr[j] + i0 / 16);
+      early_scale[e] = E8M0(__ldg(sr + i0 / 128));
+    }
+  }
+  if (prods.early) AwaitProducers();
   float acc[Outs][Rows];
 #pragma unroll
   for (int j = 0; j < Outs; ++j) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) acc[j][r] = 0.0f;
   }
-#pragma unroll 2
-  for (int64_t base = (warp % split) * 512; active && base < in; base += split * 512) {
-    const int64_t i0 = base + lane * 16;
-    uint4 packed[Outs];
-#pragma unroll
-    for (int j = 0; j < Outs; ++j) packed[j] = __ldg(wr[j] + i0 / 16);
-    const float s = E8M0(__ldg(sr + i0 / 128));
+  // One 512-column step of every row of the warp, in column order (the same sums whether its
+  // weights were loaded early or not).
+  const auto accumulate = [&](int64_t i0, const uint4(&packed)[Outs], float s) {
     // Hardware FP8->FP16 conversion is exact for e4m3; the power-of-two block scale is applied
     // once per 16 products, which rounds identically to scaling each weight.
     float wv[Outs][16];
@@ -160,6 +178,19 @@ __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* _
 #pragma unroll
       for (int j = 0; j < Outs; ++j) acc[j][r] += part[j] * s;
     }
+  };
+#pragma unroll
+  for (int e = 0; e < kEarlySteps<Rows>; ++e) {
+    const int64_t i0 = first + e * stride + lane * 16;
+    if (active && first + e * stride < in) accumulate(i0, early[e], early_scale[e]);
+  }
+#pragma unroll 2
+  for (int64_t base = first + kEarlySteps<Rows> * stride; active && base < in; base += stride) {
+    const int64_t i0 = base + lane * 16;
+    uint4 packed[Outs];
+#pragma unroll
+    for (int j = 0; j < Outs; ++j) packed[j] = __ldg(wr[j] + i0 / 16);
+    accumulate(i0, packed, E8M0(__ldg(sr + i0 / 128)));
   }
   FinishSplitDots(acc, split, active, red, [&](int j, int r, float v) {
     if (o0 + j < out) y[r * y_row + o0 + j] = v;
@@ -192,6 +223,7 @@ template <int Rows, int Outs>
 void LaunchWide(WideProducts prods, int64_t in, const float* x, int groups, GroupStrides g,
                 cudaStream_t stream) {
   int blocks = 0;
+  prods.early = EarlyWeightLoads();
   for (int p = 0; p < prods.n; ++p) {
     prods.split[p] = ColumnSplit(prods.out[p], in, groups);
     const int64_t per_block = kWarpsPerBlock / prods.split[p] * Outs;

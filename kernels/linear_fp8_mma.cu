@@ -19,14 +19,24 @@ struct Slice {
   uint4 lo[2], hi[2], x[2];
 };
 
-__device__ __forceinline__ void LoadSlice(const uint4* w_lo, const uint4* w_hi, const uint4* x,
-                                          int64_t slice, Slice* s) {
+__device__ __forceinline__ void LoadSliceWeights(const uint4* w_lo, const uint4* w_hi,
+                                                 int64_t slice, Slice* s) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     s->lo[h] = __ldg(w_lo + 8 * slice + h);
     s->hi[h] = __ldg(w_hi + 8 * slice + h);
-    s->x[h] = __ldg(x + 8 * slice + h);
   }
+}
+
+__device__ __forceinline__ void LoadSliceActivations(const uint4* x, int64_t slice, Slice* s) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) s->x[h] = __ldg(x + 8 * slice + h);
+}
+
+__device__ __forceinline__ void LoadSlice(const uint4* w_lo, const uint4* w_hi, const uint4* x,
+                                          int64_t slice, Slice* s) {
+  LoadSliceWeights(w_lo, w_hi, slice, s);
+  LoadSliceActivations(x, slice, s);
 }
 
 // Word k (0..7) of a lane's 32 bytes; k is a constant once the loops are unrolled.
@@ -44,10 +54,8 @@ __device__ __forceinline__ uint32_t Word(const uint4 (&v)[2], int k) {
 __global__ void __launch_bounds__(kWarps * 32)
     Fp8MmaGemvKernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int64_t out,
                      int64_t in, const uint8_t* __restrict__ xq, const float* __restrict__ x_scale,
-                     int64_t x_ld, int rows, float* __restrict__ y) {
-  AwaitProducers();
+                     int64_t x_ld, int rows, float* __restrict__ y, bool early) {
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * 16;
-  if (o0 >= out) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t lo = o0 + g < out ? o0 + g : out - 1;
   const int64_t hi = o0 + g + 8 < out ? o0 + g + 8 : out - 1;
@@ -62,7 +70,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t begin = warp * per, end = begin + per < slices ? begin + per : slices;
   float acc[4] = {0, 0, 0, 0};
   Slice cur{}, next{};
-  if (begin < end) LoadSlice(w_lo, w_hi, x, begin, &cur);
+  // The first slice's weights before the wait when they are settled (EarlyWeightLoads): they
+  // stream while the kernel before this one (the activations' quantisation) runs.
+  if (early && begin < end) LoadSliceWeights(w_lo, w_hi, begin, &cur);
+  AwaitProducers();
+  if (begin < end) {
+    if (!early) LoadSliceWeights(w_lo, w_hi, begin, &cur);
+    LoadSliceActivations(x, begin, &cur);
+  }
   for (int64_t s = begin; s < end; ++s) {
     if (s + 1 < end) LoadSlice(w_lo, w_hi, x, s + 1, &next);  // in flight while this one computes
     float part[4] = {0, 0, 0, 0};
@@ -115,7 +130,8 @@ int Fp8MmaGemv(const uint8_t* w, const uint8_t* scale, int64_t out, int64_t in, 
     return static_cast<int>(cudaErrorInvalidValue);
   }
   LaunchKernel(Fp8MmaGemvKernel, static_cast<unsigned>((out + 15) / 16), kWarps * 32, 0,
-               static_cast<cudaStream_t>(stream), w, scale, out, in, xq, x_scale, x_ld, rows, y);
+               static_cast<cudaStream_t>(stream), w, scale, out, in, xq, x_scale, x_ld, rows, y,
+               EarlyWeightLoads());
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,0 +1,155 @@
+// Early weight loads (kernels/launch.cuh, EarlyWeightLoads): the FP8 GEMV, the tensor-core FP8
+// GEMV and the bf16 GEMV may load weights before their programmatic-launch wait, never their
+// activations. Inside a CUDA graph (where the next kernel does start early) a slow producer
+// writes the activations just before each product; the product must give the bits it gives with
+// early loads off, and not those of the activations' stale contents.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kernels/launch.cuh"
+#include "kernels/linear_bf16.h"
+#include "kernels/linear_fp8.h"
+#include "kernels/linear_fp8_mma.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+// Spins ~1 ms, then copies n bytes from src to dst: the activations arrive late.
+__global__ void SlowCopyKernel(const uint8_t* src, uint8_t* dst, size_t n, long long spin_cycles) {
+  AwaitProducers();
+  const long long start = clock64();
+  while (clock64() - start < spin_cycles) {
+  }
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+class EarlyWeightsGpuTest : public testing::RandomDataGpuTest {
+ protected:
+  void TearDown() override { SetEarlyWeightLoads(true); }
+
+  std::vector<uint8_t> Fp8Weights(int64_t n) {
+    std::vector<uint8_t> w(n);
+    for (auto& b : w) {
+      do b = static_cast<uint8_t>(rng_());
+      while ((b & 0x7f) == 0x7f);  // never the NaN code
+    }
+    return w;
+  }
+  std::vector<uint8_t> Scales(int64_t n) {
+    std::vector<uint8_t> s(n);
+    for (auto& b : s) b = static_cast<uint8_t>(118 + rng_() % 12);
+    return s;
+  }
+
+  // In one graph: the slow copies of `late` (src, dst, bytes), then `product`; y's bytes after.
+  struct Late {
+    const void* src;
+    void* dst;
+    size_t bytes;
+  };
+  std::vector<uint8_t> RunInGraph(bool early, const std::vector<Late>& late,
+                                  const std::function<int(cudaStream_t)>& product, void* y,
+                                  size_t y_bytes) {
+    SetEarlyWeightLoads(early);
+    for (const Late& l : late) EXPECT_EQ(cudaMemset(l.dst, 0, l.bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(y, 0xff, y_bytes), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaStream_t s;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (const Late& l : late) {
+      LaunchKernel(SlowCopyKernel, 1, 256, 0, s, static_cast<const uint8_t*>(l.src),
+                   static_cast<uint8_t*>(l.dst), l.bytes, 2'000'000LL);
+    }
+    EXPECT_EQ(product(s), 0);
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    std::vector<uint8_t> out(y_bytes);
+    cudaMemcpy(out.data(), y, y_bytes, cudaMemcpyDeviceToHost);
+    return out;
+  }
+
+  // The product's bytes with early loads on and off agree, and are not those it gives on the
+  // stale (zeroed) activations.
+  void ExpectSameBits(const std::vector<Late>& late,
+                      const std::function<int(cudaStream_t)>& product, void* y, size_t y_bytes,
+                      const char* what) {
+    const std::vector<uint8_t> on = RunInGraph(true, late, product, y, y_bytes);
+    const std::vector<uint8_t> off = RunInGraph(false, late, product, y, y_bytes);
+    EXPECT_EQ(std::memcmp(on.data(), off.data(), y_bytes), 0) << what;
+    const std::vector<float> y_on(reinterpret_cast<const float*>(on.data()),
+                                  reinterpret_cast<const float*>(on.data()) + y_bytes / 4);
+    int nonzero = 0;
+    for (float v : y_on) nonzero += v != 0.0f && v == v;
+    EXPECT_GT(nonzero, static_cast<int>(y_on.size()) / 2) << what << ": stale activations";
+  }
+};
+
+TEST_F(EarlyWeightsGpuTest, Fp8GemvReadsItsActivationsAfterTheWait) {
+  // wq_b-like (the whole row in the early steps), wo_b-like (more steps after them), one split.
+  for (auto shape : {std::pair<int64_t, int64_t>{8192, 1024}, {1024, 8192}, {640, 512}}) {
+    const int64_t out = shape.first, in = shape.second;
+    const std::vector<float> x = Random(in);
+    testing::DeviceVector<uint8_t> w(Fp8Weights(out * in)), s(Scales((out / 128) * (in / 128)));
+    testing::DeviceVector<float> x_src(x), x_dst{std::vector<float>(in)},
+        y{std::vector<float>(out)};
+    ExpectSameBits(
+        {{x_src.get(), x_dst.get(), in * sizeof(float)}},
+        [&](cudaStream_t st) {
+          return Fp8BlockGemv(w.get(), s.get(), out, in, x_dst.get(), 1, y.get(), st);
+        },
+        y.get(), out * sizeof(float), "Fp8BlockGemv");
+  }
+}
+
+TEST_F(EarlyWeightsGpuTest, Fp8MmaGemvReadsItsActivationsAfterTheWait) {
+  const int64_t out = 2048, in = 4096, slices = in / 128;
+  const int rows = 5, padded = 8;
+  std::vector<uint8_t> xq = Fp8Weights(padded * in);
+  std::vector<float> x_scale(slices * padded);
+  for (float& v : x_scale) v = 0.01f + 0.001f * static_cast<float>(rng_() % 100);
+  testing::DeviceVector<uint8_t> w(Fp8Weights(out * in)), s(Scales((out / 128) * slices));
+  testing::DeviceVector<uint8_t> xq_src(xq), xq_dst{std::vector<uint8_t>(xq.size())};
+  testing::DeviceVector<float> sc_src(x_scale), sc_dst{std::vector<float>(x_scale.size())};
+  testing::DeviceVector<float> y{std::vector<float>(rows * out)};
+  ExpectSameBits(
+      {{xq_src.get(), xq_dst.get(), xq.size()},
+       {sc_src.get(), sc_dst.get(), x_scale.size() * sizeof(float)}},
+      [&](cudaStream_t st) {
+        return Fp8MmaGemv(w.get(), s.get(), out, in, xq_dst.get(), sc_dst.get(), padded, rows,
+                          y.get(), st);
+      },
+      y.get(), rows * out * sizeof(float), "Fp8MmaGemv");
+}
+
+TEST_F(EarlyWeightsGpuTest, Bf16GemvReadsItsActivationsAfterTheWait) {
+  for (auto shape : {std::pair<int64_t, int64_t>{4096, 4096}, {64, 4096}}) {
+    const int64_t out = shape.first, in = shape.second;
+    std::vector<uint16_t> w(out * in);
+    for (auto& v : w) v = static_cast<uint16_t>(0x3c00 + rng_() % 0x300) ^ (rng_() & 0x8000);
+    const std::vector<float> x = Random(in);
+    testing::DeviceVector<uint16_t> dw(w);
+    testing::DeviceVector<float> x_src(x), x_dst{std::vector<float>(in)},
+        y{std::vector<float>(out)};
+    ExpectSameBits(
+        {{x_src.get(), x_dst.get(), in * sizeof(float)}},
+        [&](cudaStream_t st) { return Bf16Gemv(dw.get(), out, in, x_dst.get(), 1, y.get(), st); },
+        y.get(), out * sizeof(float), "Bf16Gemv");
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels
