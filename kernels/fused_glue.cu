@@ -5,6 +5,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/fused_glue.h"
+#include "kernels/kv_row.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/rope_qdq.cuh"
 
@@ -13,39 +14,80 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 
-// Block per row: the norm, the rotation of the trailing rope_dim channels (pairs taken by the
-// first rope_dim / 2 threads, every other channel by its own thread), then the FP8 round trip
-// of the written row with a warp per 128-wide block.
-__global__ void __launch_bounds__(kThreads)
-    NormRopeQdqKernel(const float* x, const float* weight, int64_t dim, float eps, RopeArgs rope,
-                      bool has_rope, float* y, float* y_fp8) {
-  AwaitProducers();
-  const float* xr = x + blockIdx.x * dim;
+// One norm job as the kernels take it (NormJob with the RoPE arguments by value).
+struct DeviceNormJob {
+  const float* x;
+  const float* weight;
+  int64_t rows, dim;
+  float eps;
+  RopeArgs rope;
+  bool has_rope;
+  float* y;
+  float* y_fp8;
+  uint8_t* kv_packed;
+  const int32_t* kv_dest;
+};
+
+// One block for row `row` of the job: the norm, the rotation of the trailing rope_dim channels
+// (pairs taken by the first rope_dim / 2 threads, every other channel by its own thread), then
+// the FP8 round trip of the written row with a warp per 128-wide block, or the row packed into
+// the cache by warp 0.
+__device__ __forceinline__ void NormRopeQdqRow(const DeviceNormJob& j, int64_t row) {
+  const int64_t dim = j.dim;
+  const float* xr = j.x + row * dim;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
-  const float inv = rsqrtf(BlockSum<kThreads>(ss) / static_cast<float>(dim) + eps);
-  float* yr = y + blockIdx.x * dim;
-  const int64_t rotated_from = has_rope ? dim - rope.rope_dim : dim;
+  const float inv = rsqrtf(BlockSum<kThreads>(ss) / static_cast<float>(dim) + j.eps);
+  float* yr = j.y + row * dim;
+  const int64_t rotated_from = j.has_rope ? dim - j.rope.rope_dim : dim;
   const auto normed = [&](int64_t i) {
-    return __fmul_rn(__fmul_rn(xr[i], inv), weight ? weight[i] : 1.0f);
+    return __fmul_rn(__fmul_rn(xr[i], inv), j.weight ? j.weight[i] : 1.0f);
   };
-  if (has_rope && threadIdx.x < rope.rope_dim / 2) {
+  if (j.has_rope && threadIdx.x < j.rope.rope_dim / 2) {
     const int64_t c = rotated_from + 2 * threadIdx.x;
     float a = normed(c), b = normed(c + 1);
-    RotatePair(a, b, rope.positions[blockIdx.x / rope.heads], threadIdx.x, rope);
+    RotatePair(a, b, j.rope.positions[row / j.rope.heads], threadIdx.x, j.rope);
     yr[c] = a;
     yr[c + 1] = b;
   }
   for (int64_t i = threadIdx.x; i < rotated_from; i += kThreads) yr[i] = normed(i);
-  if (y_fp8 == nullptr) return;
+  if (j.y_fp8 == nullptr && j.kv_packed == nullptr) return;
   __syncthreads();  // the row's values are in y for every thread of the block
   const int lane = threadIdx.x & 31;
+  if (j.kv_packed != nullptr) {
+    const int64_t to = j.kv_dest != nullptr ? j.kv_dest[row] : row;
+    if (threadIdx.x >= 32 || to < 0) return;
+    // Plain loads: the row was written by this block (the read-only path may not see it).
+    const float4* src = reinterpret_cast<const float4*>(yr) + 4 * lane;
+    float v[16];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 f = src[k];
+      v[4 * k] = f.x;
+      v[4 * k + 1] = f.y;
+      v[4 * k + 2] = f.z;
+      v[4 * k + 3] = f.w;
+    }
+    PackKvRowWarp(v, j.kv_packed + to * kKvRowBytes, lane);
+    return;
+  }
   for (int64_t b0 = (threadIdx.x >> 5) * 128; b0 < dim; b0 += kWarps * 128) {
     const int64_t c0 = b0 + 4 * lane;
     float v[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[k] = c0 + k < dim ? yr[c0 + k] : 0.0f;
-    StoreQdqBlock(v, c0, dim, y_fp8 + blockIdx.x * dim);
+    StoreQdqBlock(v, c0, dim, j.y_fp8 + row * dim);
+  }
+}
+
+// Block per row of job a, then of job b.
+__global__ void __launch_bounds__(kThreads) NormRopeQdqKernel(DeviceNormJob a, DeviceNormJob b) {
+  AwaitProducers();
+  const int64_t block = blockIdx.x;
+  if (block < a.rows) {
+    NormRopeQdqRow(a, block);
+  } else {
+    NormRopeQdqRow(b, block - a.rows);
   }
 }
 
@@ -76,18 +118,35 @@ bool ValidRope(const RopeArgs& r) {
          r.head_dim % 2 == 0 && r.rope_dim / 2 <= kThreads && r.inv_freq && r.positions;
 }
 
+bool ValidJob(const NormJob& j) {
+  if (j.rows == 0) return true;  // an empty job: its other fields are not read
+  if (j.rows < 0 || j.dim < 1) return false;
+  if (j.rope && (!ValidRope(*j.rope) || j.rope->head_dim != j.dim || j.rows % j.rope->heads != 0))
+    return false;
+  return j.kv_packed == nullptr || (j.dim == kKvRowValues && j.y_fp8 == nullptr &&
+                                    (reinterpret_cast<uintptr_t>(j.y) & 15) == 0 &&
+                                    (reinterpret_cast<uintptr_t>(j.kv_packed) & 7) == 0);
+}
+
+DeviceNormJob ToDevice(const NormJob& j) {
+  return {
+      j.x, j.weight, j.rows,      j.dim,    j.eps, j.rope ? *j.rope : RopeArgs{}, j.rope != nullptr,
+      j.y, j.y_fp8,  j.kv_packed, j.kv_dest};
+}
+
 }  // namespace
+
+int RmsNormRopeQdqPair(const NormJob& a, const NormJob& b, void* stream) {
+  if (!ValidJob(a) || !ValidJob(b)) return static_cast<int>(cudaErrorInvalidValue);
+  if (a.rows + b.rows == 0) return 0;
+  LaunchKernel(NormRopeQdqKernel, static_cast<unsigned>(a.rows + b.rows), kThreads, 0,
+               static_cast<cudaStream_t>(stream), ToDevice(a), ToDevice(b));
+  return static_cast<int>(cudaGetLastError());
+}
 
 int RmsNormRopeQdq(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
                    const RopeArgs* rope, float* y, float* y_fp8, void* stream) {
-  if (rope && (!ValidRope(*rope) || rope->head_dim != dim || rows % rope->heads != 0)) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  if (rows == 0) return 0;
-  LaunchKernel(NormRopeQdqKernel, static_cast<unsigned>(rows), kThreads, 0,
-               static_cast<cudaStream_t>(stream), x, weight, dim, eps, rope ? *rope : RopeArgs{},
-               rope != nullptr, y, y_fp8);
-  return static_cast<int>(cudaGetLastError());
+  return RmsNormRopeQdqPair({x, weight, rows, dim, eps, rope, y, y_fp8}, NormJob{}, stream);
 }
 
 int SwiGluQdq(const float* gate, const float* up, int64_t rows, int64_t width, float limit,

@@ -1,7 +1,9 @@
-// Reading the 584-byte cache row (kernels/kv_row.h) on the device, shared by UnpackKvRows and
-// the attention kernel that reads rows straight from the cache.
+// Reading and writing the 584-byte cache row (kernels/kv_row.h) on the device, shared by
+// UnpackKvRows and the attention kernel that reads rows straight from the cache, and by
+// PackKvRows and the fused norm that packs the kv row it made (kernels/fused_glue.h).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -36,6 +38,45 @@ __device__ __forceinline__ void KvRowChunk(const uint8_t* row, int c, float* v) 
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       v[k] = __uint_as_float(((word[k / 2] >> (16 * (k % 2))) & 0xffff) << 16);
+  }
+}
+
+/// Packs one row into `out` (kKvRowBytes, 8-byte aligned) by one warp: lane l holds the row's
+/// values 16l .. 16l + 15, so four lanes make one 64-value block (lanes 0..27 the e4m3 part,
+/// 28..31 the RoPE part). Every lane of the warp must call it.
+__device__ __forceinline__ void PackKvRowWarp(const float (&v)[16], uint8_t* out, int lane) {
+  float amax = 0.0f;  // fmaxf skips NaN, as std::max(amax, |x|) in quant.cc does
+#pragma unroll
+  for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(v[k]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  if (lane < kKvNopeValues / 16) {
+    const int e = E4M3ScaleExponent(amax, 1e-4f);
+    uint32_t word[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const float s = ldexpf(v[k], -e);                                   // exact
+      const float q = s < -448.0f ? -448.0f : (448.0f < s ? 448.0f : s);  // std::clamp
+      word[k / 4] |= ToE4M3(q) << (8 * (k % 4));
+    }
+    uint2* dst =
+        reinterpret_cast<uint2*>(out + 16 * lane);  // rows are 8-byte aligned (584 = 73 x 8)
+    dst[0] = make_uint2(word[0], word[1]);
+    dst[1] = make_uint2(word[2], word[3]);
+    if (lane % 4 == 0)
+      out[kKvNopeValues + 2 * kKvRopeValues + lane / 4] = static_cast<uint8_t>(e + 127);
+  } else {
+    uint32_t word[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k]));
+      const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k + 1]));
+      word[k] = lo | (hi << 16);
+    }
+    uint2* dst = reinterpret_cast<uint2*>(out + kKvNopeValues + 32 * (lane - 28));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) dst[k] = make_uint2(word[2 * k], word[2 * k + 1]);
+    if (lane == 31) out[kKvRowBytes - 1] = 0;
   }
 }
 

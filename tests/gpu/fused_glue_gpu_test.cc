@@ -13,6 +13,7 @@
 #include "kernels/cuda_available.h"
 #include "kernels/forward_glue.h"
 #include "kernels/fused_glue.h"
+#include "kernels/kv_row.h"
 #include "kernels/norm_fast.h"
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -129,6 +130,52 @@ TEST_F(FusedGlueTest, SwiGluAndFp8RoundTripMatchTheSeparateKernels) {
   }
 }
 
+// The decode step's pair: the query latent's norm with its FP8 round trip, and the kv rows' norm
+// and rotation packed into cache rows (some rows stored nowhere: destination -1).
+TEST_F(FusedGlueTest, NormPairWithTheKvPackMatchesTheSeparateKernels) {
+  for (int64_t rows : {1, 3, 6}) {
+    const int64_t q_dim = 1024, kv_dim = kernels::kKvRowValues, cache_rows = 9;
+    DeviceVector<float> q_lat(Values(rows * q_dim, 3.0f)), q_norm(Values(q_dim, 1.0f));
+    const auto kv_values = Values(rows * kv_dim, 2.0f);
+    DeviceVector<float> kv(kv_values), want_kv(kv_values), kv_norm(Values(kv_dim, 1.0f));
+    DeviceVector<float> inv_freq(InvFreq(64));
+    DeviceVector<int64_t> pos(Positions(rows));
+    std::vector<int32_t> dest(rows);
+    for (int64_t r = 0; r < rows; ++r) dest[r] = r == 1 ? -1 : static_cast<int32_t>(8 - r);
+    DeviceVector<int32_t> d_dest(dest);
+    const kernels::RopeArgs rope{1, static_cast<int>(kv_dim), 64, inv_freq.get(), pos.get(), false};
+    auto y = DeviceVector<float>::Poisoned(rows * q_dim);
+    auto yq = DeviceVector<float>::Poisoned(rows * q_dim);
+    auto want_y = DeviceVector<float>::Poisoned(rows * q_dim);
+    auto want_q = DeviceVector<float>::Poisoned(rows * q_dim);
+    auto packed = DeviceVector<uint8_t>::Poisoned(cache_rows * kernels::kKvRowBytes);
+    auto want_packed = DeviceVector<uint8_t>::Poisoned(cache_rows * kernels::kKvRowBytes);
+    kernels::NormJob q_job, kv_job;
+    q_job = {q_lat.get(), q_norm.get(), rows, q_dim, 1e-6f, nullptr, y.get(), yq.get()};
+    kv_job = {kv.get(), kv_norm.get(), rows,    kv_dim,       1e-6f,
+              &rope,    kv.get(),      nullptr, packed.get(), d_dest.get()};
+    ASSERT_EQ(kernels::RmsNormRopeQdqPair(q_job, kv_job, nullptr), 0);
+    ASSERT_EQ(kernels::RmsNormRopeQdq(q_lat.get(), q_norm.get(), rows, q_dim, 1e-6f, nullptr,
+                                      want_y.get(), want_q.get(), nullptr),
+              0);
+    ASSERT_EQ(kernels::RmsNormRopeQdq(want_kv.get(), kv_norm.get(), rows, kv_dim, 1e-6f, &rope,
+                                      want_kv.get(), nullptr, nullptr),
+              0);
+    ASSERT_EQ(kernels::PackKvRows(want_kv.get(), rows, want_packed.get(), nullptr, d_dest.get()),
+              0);
+    ExpectSameBits(y.ToHost(), want_y.ToHost(), "query latent normed");
+    ExpectSameBits(yq.ToHost(), want_q.ToHost(), "query latent's FP8 round trip");
+    ExpectSameBits(kv.ToHost(), want_kv.ToHost(), "kv normed and rotated");
+    const auto got = packed.ToHost(), want = want_packed.ToHost();
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << rows << " rows: packed";
+    // The row stored nowhere left its would-be place poisoned; the others were written.
+    for (int64_t r = 0; r < rows; ++r) {
+      if (dest[r] < 0) continue;
+      EXPECT_NE(got[dest[r] * kernels::kKvRowBytes + kernels::kKvRowBytes - 1], 0xff);
+    }
+  }
+}
+
 TEST_F(FusedGlueTest, ShapesTheKernelsCannotTakeAreRejected) {
   DeviceVector<float> x(Values(64, 1.0f)), inv_freq(InvFreq(16));
   DeviceVector<int64_t> pos(Positions(1));
@@ -140,6 +187,11 @@ TEST_F(FusedGlueTest, ShapesTheKernelsCannotTakeAreRejected) {
   EXPECT_NE(
       kernels::RmsNormRopeQdq(x.get(), nullptr, 1, 64, 1e-6f, &odd, x.get(), nullptr, nullptr), 0);
   EXPECT_NE(kernels::SwiGluQdq(x.get(), x.get(), 1, 64, 0.0f, x.get(), nullptr, nullptr), 0);
+  // Packing needs whole 512-value cache rows and no FP8 round trip beside it.
+  auto cache = DeviceVector<uint8_t>::Poisoned(kernels::kKvRowBytes);
+  kernels::NormJob narrow, fine;
+  narrow = {x.get(), nullptr, 1, 64, 1e-6f, nullptr, x.get(), nullptr, cache.get(), nullptr};
+  EXPECT_NE(kernels::RmsNormRopeQdqPair(narrow, fine, nullptr), 0);
 }
 
 }  // namespace
