@@ -119,10 +119,12 @@ bool ValidRope(const RopeArgs& r) {
 }
 
 bool ValidJob(const NormJob& j) {
-  if (j.rows == 0) return true;  // an empty job: its other fields are not read
-  if (j.rows < 0 || j.dim < 1) return false;
+  // As RmsNormRopeQdq checked before it was a job: the rotation first, then an empty job is
+  // fine whatever its other fields.
   if (j.rope && (!ValidRope(*j.rope) || j.rope->head_dim != j.dim || j.rows % j.rope->heads != 0))
     return false;
+  if (j.rows == 0) return true;
+  if (j.rows < 0 || j.dim < 1) return false;
   return j.kv_packed == nullptr || (j.dim == kKvRowValues && j.y_fp8 == nullptr &&
                                     (reinterpret_cast<uintptr_t>(j.y) & 15) == 0 &&
                                     (reinterpret_cast<uintptr_t>(j.kv_packed) & 7) == 0);

@@ -121,7 +121,7 @@ __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* _
   const int64_t first = (warp % split) * 512, stride = static_cast<int64_t>(split) * 512;
   // A warp's first steps of weights, loaded before the wait when the weights are settled
   // (EarlyWeightLoads): they stream from HBM while the kernel before this one still runs.
-  constexpr int kEarlySlots = kEarlySteps < Rows >> 0 ? kEarlySteps<Rows> : 1;
+  constexpr int kEarlySlots = (kEarlySteps<Rows>) > 0 ? kEarlySteps<Rows> : 1;
   uint4 early[kEarlySlots][Outs];
   float early_scale[kEarlySlots];
   if (!prods.early) AwaitProducers();

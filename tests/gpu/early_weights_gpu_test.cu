@@ -19,13 +19,23 @@
 namespace deepinfer::kernels {
 namespace {
 
-// Spins ~1 ms, then copies n bytes from src to dst: the activations arrive late.
-__global__ void SlowCopyKernel(const uint8_t* src, uint8_t* dst, size_t n, long long spin_cycles) {
+// Up to two copies of one slow launch: every input of the product arrives at once, late.
+struct Copies {
+  const uint8_t* src[2];
+  uint8_t* dst[2];
+  size_t bytes[2];
+  int n;
+};
+
+// Spins ~1 ms, then makes the copies.
+__global__ void SlowCopyKernel(Copies c, long long spin_cycles) {
   AwaitProducers();
   const long long start = clock64();
   while (clock64() - start < spin_cycles) {
   }
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+  for (int k = 0; k < c.n; ++k) {
+    for (size_t i = threadIdx.x; i < c.bytes[k]; i += blockDim.x) c.dst[k][i] = c.src[k][i];
+  }
 }
 
 class EarlyWeightsGpuTest : public testing::RandomDataGpuTest {
@@ -46,7 +56,8 @@ class EarlyWeightsGpuTest : public testing::RandomDataGpuTest {
     return s;
   }
 
-  // In one graph: the slow copies of `late` (src, dst, bytes), then `product`; y's bytes after.
+  // In one graph: the slow copies of `late` (src, dst, bytes; at most two), then `product`; y's
+  // bytes after.
   struct Late {
     const void* src;
     void* dst;
@@ -64,10 +75,15 @@ class EarlyWeightsGpuTest : public testing::RandomDataGpuTest {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t exec = nullptr;
     EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    // One launch for all the copies: with one launch each, the last would start only after the
+    // first had finished, and the product could not read that one's buffer early.
+    Copies copies{};
     for (const Late& l : late) {
-      LaunchKernel(SlowCopyKernel, 1, 256, 0, s, static_cast<const uint8_t*>(l.src),
-                   static_cast<uint8_t*>(l.dst), l.bytes, 2'000'000LL);
+      copies.src[copies.n] = static_cast<const uint8_t*>(l.src);
+      copies.dst[copies.n] = static_cast<uint8_t*>(l.dst);
+      copies.bytes[copies.n++] = l.bytes;
     }
+    LaunchKernel(SlowCopyKernel, 1, 256, 0, s, copies, 2'000'000LL);
     EXPECT_EQ(product(s), 0);
     EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
     EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
@@ -99,8 +115,10 @@ class EarlyWeightsGpuTest : public testing::RandomDataGpuTest {
 };
 
 TEST_F(EarlyWeightsGpuTest, Fp8GemvReadsItsActivationsAfterTheWait) {
-  // wq_b-like (the whole row in the early steps), wo_b-like (more steps after them), one split.
-  for (auto shape : {std::pair<int64_t, int64_t>{8192, 1024}, {1024, 8192}, {640, 512}}) {
+  // wq_b-like (the whole row in the early steps), wo_b (split 4: two steps after the early
+  // ones), a split of 8 (only early steps), one step.
+  for (auto shape :
+       {std::pair<int64_t, int64_t>{8192, 1024}, {4096, 8192}, {1024, 8192}, {640, 512}}) {
     const int64_t out = shape.first, in = shape.second;
     const std::vector<float> x = Random(in);
     testing::DeviceVector<uint8_t> w(Fp8Weights(out * in)), s(Scales((out / 128) * (in / 128)));

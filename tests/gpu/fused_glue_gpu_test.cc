@@ -137,7 +137,9 @@ TEST_F(FusedGlueTest, NormPairWithTheKvPackMatchesTheSeparateKernels) {
     const int64_t q_dim = 1024, kv_dim = kernels::kKvRowValues, cache_rows = 9;
     DeviceVector<float> q_lat(Values(rows * q_dim, 3.0f)), q_norm(Values(q_dim, 1.0f));
     const auto kv_values = Values(rows * kv_dim, 2.0f);
+    // The kv job out of place here (the step's is in place), so a pack of x instead of y shows.
     DeviceVector<float> kv(kv_values), want_kv(kv_values), kv_norm(Values(kv_dim, 1.0f));
+    auto kv_y = DeviceVector<float>::Poisoned(rows * kv_dim);
     DeviceVector<float> inv_freq(InvFreq(64));
     DeviceVector<int64_t> pos(Positions(rows));
     std::vector<int32_t> dest(rows);
@@ -153,7 +155,7 @@ TEST_F(FusedGlueTest, NormPairWithTheKvPackMatchesTheSeparateKernels) {
     kernels::NormJob q_job, kv_job;
     q_job = {q_lat.get(), q_norm.get(), rows, q_dim, 1e-6f, nullptr, y.get(), yq.get()};
     kv_job = {kv.get(), kv_norm.get(), rows,    kv_dim,       1e-6f,
-              &rope,    kv.get(),      nullptr, packed.get(), d_dest.get()};
+              &rope,    kv_y.get(),    nullptr, packed.get(), d_dest.get()};
     ASSERT_EQ(kernels::RmsNormRopeQdqPair(q_job, kv_job, nullptr), 0);
     ASSERT_EQ(kernels::RmsNormRopeQdq(q_lat.get(), q_norm.get(), rows, q_dim, 1e-6f, nullptr,
                                       want_y.get(), want_q.get(), nullptr),
@@ -165,7 +167,8 @@ TEST_F(FusedGlueTest, NormPairWithTheKvPackMatchesTheSeparateKernels) {
               0);
     ExpectSameBits(y.ToHost(), want_y.ToHost(), "query latent normed");
     ExpectSameBits(yq.ToHost(), want_q.ToHost(), "query latent's FP8 round trip");
-    ExpectSameBits(kv.ToHost(), want_kv.ToHost(), "kv normed and rotated");
+    ExpectSameBits(kv_y.ToHost(), want_kv.ToHost(), "kv normed and rotated");
+    ExpectSameBits(kv.ToHost(), kv_values, "kv input untouched");
     const auto got = packed.ToHost(), want = want_packed.ToHost();
     ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << rows << " rows: packed";
     // The row stored nowhere left its would-be place poisoned; the others were written.
