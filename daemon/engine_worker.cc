@@ -302,7 +302,7 @@ void EngineWorker::Loop() {
       draw_states.push_back(running[i].state.get());
       draw_items.push_back(item_of[i]);
     }
-    draws.Plan(items, draw_states, draw_items, logits);
+    draws.Plan(items, draw_states, draw_items, logits, &sampling_pool);
     const AsyncForward::Clock::time_point start = AsyncForward::Clock::now();
     if (stepped) {
       stats_.RecordIdleGap(static_cast<uint64_t>(

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/common/thread_pool.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/generator.h"
 
@@ -29,8 +30,11 @@ class StepDraws {
   /// their items at items[sampled_items[k]]. Those that can draw on the stepper ask for it
   /// (BatchItem::sample); the others' items take their logits into rows of `logits` (resized to
   /// hold them); items that sample nothing take neither. Returns how many draw on the stepper.
+  /// With `pool` the grammars' masks of two or more constrained draws are made on it, each
+  /// request's on one thread (as its host draw would be); without, on the calling thread.
   size_t Plan(std::span<BatchItem> items, std::span<RequestState* const> sampled,
-              std::span<const size_t> sampled_items, std::vector<float>& logits);
+              std::span<const size_t> sampled_items, std::vector<float>& logits,
+              ThreadPool* pool = nullptr);
   /// After the step: whether sampled[k] was drawn on the stepper; then its token, else its
   /// logits (the row Plan gave its item).
   bool drawn(size_t k) const { return drawn_[k] != 0; }
@@ -51,6 +55,7 @@ class StepDraws {
   std::vector<float> logprobs_;
   std::vector<float*> logits_;
   std::vector<uint32_t> masks_;  // a constrained draw's mask, ceil(vocab / 32) words each
+  std::vector<size_t> masked_;   // the step's constrained draws (indices into sampled)
   std::atomic<uint64_t> accepted_{0};
 };
 

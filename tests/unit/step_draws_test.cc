@@ -147,5 +147,48 @@ TEST_F(StepDrawsTest, ConstrainedDrawsCarryTheirGrammarsMask) {
   EXPECT_TRUE(logits.empty());  // nothing for the host
 }
 
+// Masks made on a pool are the ones made on the calling thread: five constrained requests (and
+// one that is not) planned twice, on fresh states, with a pool of three threads and without.
+TEST_F(StepDrawsTest, MasksMadeOnThePoolAreTheCallingThreadsOnes) {
+  MakeSlotted(8, 16, 8, 128);
+  const auto vocabulary = std::shared_ptr<const grammar::TokenVocabulary>(
+      &grammar::testing::ByteVocab(), [](const grammar::TokenVocabulary*) {});
+  const char* regexes[] = {"[a-c]x", "[0-9]+", "(yes|no)", "[A-Z][a-z]*", "", "q?[r-t]"};
+  auto plan = [&](ThreadPool* pool) {
+    std::vector<std::unique_ptr<RequestState>> states;
+    for (uint64_t i = 0; i < 6; ++i) {
+      GenerationParams p = Sampled(0.8f, 3);
+      if (*regexes[i] != '\0') {
+        p.grammar = std::make_shared<const grammar::CompiledGrammar>(
+            grammar::testing::MustCompile(grammar::RegexToGrammar(regexes[i])));
+        p.vocabulary = vocabulary;
+      }
+      states.push_back(std::make_unique<RequestState>(*slotted_, nullptr, i + 1, p));
+    }
+    std::vector<RequestState*> sampled;
+    for (auto& st : states) sampled.push_back(st.get());
+    const std::vector<size_t> sampled_items = {5, 4, 3, 2, 1, 0};
+    std::vector<BatchItem> items(6);
+    std::vector<float> logits;
+    StepDraws draws(*slotted_, true);
+    EXPECT_EQ(draws.Plan(items, sampled, sampled_items, logits, pool), 6u);
+    std::vector<std::vector<uint32_t>> masks;
+    const size_t words = (V_ + 31) / 32;
+    for (const BatchItem& item : items) {
+      masks.emplace_back();
+      if (item.mask != nullptr) masks.back().assign(item.mask, item.mask + words);
+    }
+    return masks;
+  };
+  ThreadPool pool(3);
+  const auto serial = plan(nullptr), pooled = plan(&pool);
+  ASSERT_EQ(pooled.size(), serial.size());
+  for (size_t i = 0; i < serial.size(); ++i) {
+    EXPECT_EQ(pooled[i], serial[i]) << "item " << i;
+    EXPECT_EQ(serial[i].empty(), i == 1) << "item " << i;  // the unconstrained request's item
+  }
+  EXPECT_EQ(serial[5][('a' >> 5)] >> ('a' & 31) & 1u, 1u);  // [a-c]x allows 'a' first
+}
+
 }  // namespace
 }  // namespace deepinfer
