@@ -14,21 +14,15 @@ mkdir -p "$out"
 timeout 300 gpu_tests >"$out/tests.txt" 2>&1
 echo "gpu_tests exit $?"
 grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|Failure|seed|tests ran" "$out/tests.txt" | head -20
+source "$(dirname "$0")/lib/mid_model.sh"
 model=$(mktemp -d)/m
-deepinfer-model make-tiny --out "$model" --quantize fp8-fp4 --seed 21 --vocab 8192 --hidden 4096 \
-  --heads 64 --head-dim 512 --rope-dim 64 --q-lora 1024 --o-groups 8 --o-lora 1024 --window 128 \
-  --index-heads 64 --index-head-dim 128 --index-topk 512 --experts 32 --top-k 6 --moe-inter 2048 \
-  --ratios 0,4,128,4 --hash-layers 1 >/dev/null
-summary='
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print(sys.argv[2], " ".join("b%d:%.1f(%.3f)" % (r["batch"], r["us_per_step"], r["of_floor"]) for r in rows))'
+mid_model "$model"
 for variant in base new; do
   bin=bench_device_forward
   [ "$variant" = base ] && bin="$base/bench_device_forward"
   timeout 100 "$bin" --model "$model" --batches 1,4,8 --context 512 --no-eager \
     >"$out/fwd_$variant.jsonl" 2>&1
-  python3 -c "$summary" "$out/fwd_$variant.jsonl" "forward $variant"
+  forward_summary "$out/fwd_$variant.jsonl" "forward $variant"
 done
 layers='
 import json, sys
@@ -44,7 +38,7 @@ for variant in base new; do
 done
 timeout 120 bench_device_forward --model "$model" --batches 1,8,32,64 --context 1024 --no-eager \
   >"$out/fwd_headline.jsonl" 2>&1
-python3 -c "$summary" "$out/fwd_headline.jsonl" "headline"
+forward_summary "$out/fwd_headline.jsonl" "headline"
 rm -rf "$(dirname "$model")"
 timeout 150 python3 "$(dirname "$0")/decode_torch_peer.py" --whole-step sliding,csa,hca,csa \
   --experts 32 --vocab 8192 --batches 1,8,32,64 --contexts 1024 >"$out/peer.jsonl" 2>&1
