@@ -57,18 +57,7 @@ __device__ __forceinline__ void NormRopeQdqRow(const DeviceNormJob& j, int64_t r
   if (j.kv_packed != nullptr) {
     const int64_t to = j.kv_dest != nullptr ? j.kv_dest[row] : row;
     if (threadIdx.x >= 32 || to < 0) return;
-    // Plain loads: the row was written by this block (the read-only path may not see it).
-    const float4* src = reinterpret_cast<const float4*>(yr) + 4 * lane;
-    float v[16];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 f = src[k];
-      v[4 * k] = f.x;
-      v[4 * k + 1] = f.y;
-      v[4 * k + 2] = f.z;
-      v[4 * k + 3] = f.w;
-    }
-    PackKvRowWarp(v, j.kv_packed + to * kKvRowBytes, lane);
+    PackKvRowWarp(yr, j.kv_packed + to * kKvRowBytes, lane);  // plain loads: this block's row
     return;
   }
   for (int64_t b0 = (threadIdx.x >> 5) * 128; b0 < dim; b0 += kWarps * 128) {

@@ -19,17 +19,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (r >= n) return;
   const int64_t to = dest != nullptr ? dest[r] : r;
   if (to < 0) return;  // a row the step does not store (no compressor window closed)
-  const float4* src = reinterpret_cast<const float4*>(rows + r * kKvRowValues) + 4 * lane;
-  float v[16];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float4 f = __ldg(src + k);
-    v[4 * k] = f.x;
-    v[4 * k + 1] = f.y;
-    v[4 * k + 2] = f.z;
-    v[4 * k + 3] = f.w;
-  }
-  PackKvRowWarp(v, packed + to * kKvRowBytes, lane);
+  PackKvRowWarp(rows + r * kKvRowValues, packed + to * kKvRowBytes, lane);
 }
 
 __global__ void __launch_bounds__(kWarps * 32)

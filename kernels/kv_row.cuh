@@ -41,10 +41,21 @@ __device__ __forceinline__ void KvRowChunk(const uint8_t* row, int c, float* v) 
   }
 }
 
-/// Packs one row into `out` (kKvRowBytes, 8-byte aligned) by one warp: lane l holds the row's
-/// values 16l .. 16l + 15, so four lanes make one 64-value block (lanes 0..27 the e4m3 part,
-/// 28..31 the RoPE part). Every lane of the warp must call it.
-__device__ __forceinline__ void PackKvRowWarp(const float (&v)[16], uint8_t* out, int lane) {
+/// Packs one row of kKvRowValues floats (16-byte aligned) into `out` (kKvRowBytes, 8-byte
+/// aligned) by one warp: lane l loads the row's values 16l .. 16l + 15, so four lanes make one
+/// 64-value block (lanes 0..27 the e4m3 part, 28..31 the RoPE part). Plain loads, so the row may
+/// have been written by the calling block itself. Every lane of the warp must call it.
+__device__ __forceinline__ void PackKvRowWarp(const float* row, uint8_t* out, int lane) {
+  const float4* src = reinterpret_cast<const float4*>(row) + 4 * lane;
+  float v[16];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float4 f = src[k];
+    v[4 * k] = f.x;
+    v[4 * k + 1] = f.y;
+    v[4 * k + 2] = f.z;
+    v[4 * k + 3] = f.w;
+  }
   float amax = 0.0f;  // fmaxf skips NaN, as std::max(amax, |x|) in quant.cc does
 #pragma unroll
   for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(v[k]));
