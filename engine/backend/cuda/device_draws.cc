@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/device_draws.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -51,6 +52,11 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                                                     cudaMemcpyHostToDevice, stream),
                                     "sampling inputs"));
     }
+    // The log-probabilities' kernel and copy only when a draw asks for one; the others' are 0.
+    bool asked = false;
+    for (const SampleParams& p : params) asked = asked || p.logprob != 0;
+    if (logprobs != nullptr && !asked) std::fill(logprobs, logprobs + draws, 0.0f);
+    if (!asked) logprobs = nullptr;
     DI_RETURN_IF_ERROR(
         KernelStatus(kernels::SampleRows(sampler_, logits, draws, vocab_,
                                          masks ? dev_masks_ : nullptr, dev_params_, dev_rows_,
