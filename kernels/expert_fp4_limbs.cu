@@ -125,7 +125,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
                               : q == 1 ? packed[j].y
                               : q == 2 ? packed[j].z
                                        : packed[j].w;
-        const uint32_t lo = DoubledE2m1x4(word), hi = DoubledE2m1x4(word >> 16);
+        uint32_t lo, hi;
+        DoubledE2m1x8(word, &lo, &hi);
         a0 = Dp4aSignedUnsigned(hi, plane[0][2 * q + 1],
                                 Dp4aSignedUnsigned(lo, plane[0][2 * q], a0));
         a1 = Dp4aSignedUnsigned(hi, plane[1][2 * q + 1],

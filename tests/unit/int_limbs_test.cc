@@ -34,6 +34,20 @@ TEST(IntLimbsTest, DoubledE2m1MatchesTheDequantiserForEveryInput) {
   }
 }
 
+// The one-word decode gives the two half-word decodes: every low half with varied high halves,
+// and every high half with varied low halves.
+TEST(IntLimbsTest, OneWordDecodeIsTheTwoHalfWordDecodes) {
+  std::mt19937 rng(11);
+  for (uint32_t half = 0; half < 0x10000u; ++half) {
+    for (const uint32_t word : {half | (rng() << 16), (half << 16) | (rng() & 0xffffu)}) {
+      uint32_t lo, hi;
+      kernels::DoubledE2m1x8(word, &lo, &hi);
+      ASSERT_EQ(lo, kernels::DoubledE2m1x4(word)) << std::hex << word;
+      ASSERT_EQ(hi, kernels::DoubledE2m1x4(word >> 16)) << std::hex << word;
+    }
+  }
+}
+
 TEST(IntLimbsTest, LimbsJoinBackToEveryQ) {
   for (int32_t q = -kMaxQ; q <= kMaxQ; ++q) {
     uint32_t low, mid, top;
