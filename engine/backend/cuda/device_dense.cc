@@ -27,8 +27,12 @@ namespace deepinfer {
 // the e4m3 bytes too, on the tensor cores: each mma's 32 products summed by the tensor core (with
 // fewer bits than fp32, as in the reference's own FP8 GEMMs), the mmas' sums added in fp32
 // (kernels/linear_fp8_mma.h). One row stays on the GEMV, which is as fast or faster there
-// (bench/RESULTS-gpu.md).
+// (bench/RESULTS-gpu.md), except for products of kOneRowMmaMinIn inputs or more whose input has
+// no FP8 round trip yet: there the tensor cores are faster (wo_b: 12.3 against 13.6 us alone),
+// and rounding the input to e4m3 bytes costs the launch the GEMV's own round trip would.
 // x_fp8: x's FP8 round trip where a previous kernel already made it (else null).
+constexpr int64_t kOneRowMmaMinIn = 8192;
+
 int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, float* y, void* s,
           const float* x_fp8) {
   const bool fp8 = w.format == WeightFormat::kFp8Block;
@@ -42,7 +46,8 @@ int Dense(const StepPlan& p, const DeviceLinear& w, const float* x, int rows, fl
     return kernels::Fp8BlockGemm(*p.gemm, w.data, w.scale_f32, w.out, w.in, p.buf.act8,
                                  p.buf.act8_scale, rows, y, s);
   }
-  if (fp8 && p.dense_mma && rows > 1 && w.in % 128 == 0) {  // 2..kGemvMaxRows rows, tensor cores
+  const bool mma_rows = rows > 1 || (w.in >= kOneRowMmaMinIn && x_fp8 == nullptr);
+  if (fp8 && p.dense_mma && mma_rows && w.in % 128 == 0) {  // up to kGemvMaxRows, tensor cores
     DI_CUDA_TRY(kernels::QuantizeActFp8(x, rows, w.in, p.buf.act8, p.buf.act8_scale, s));
     return kernels::Fp8MmaGemv(w.data, w.scale, w.out, w.in, p.buf.act8, p.buf.act8_scale,
                                kernels::Fp8GemmPaddedRows(rows), rows, y, s);

@@ -29,8 +29,9 @@ struct DeviceForwardOptions {
   // CPU forward's (reference numerics) bit for bit, which checks the caches, slots and graphs
   // exactly. Slow; for tests.
   bool cpu_order = false;
-  // FP8 dense products of 2 to kGemvMaxRows rows on the tensor cores (kernels/linear_fp8_mma.h)
-  // instead of the CUDA-core GEMV: 1.2x faster steps at batch 8 (docs/gpu.md). Off: fp32 sums.
+  // FP8 dense products of 2 to kGemvMaxRows rows, and one-row products of 8,192 inputs or more
+  // (wo_b), on the tensor cores (kernels/linear_fp8_mma.h) instead of the CUDA-core GEMV: 1.2x
+  // faster steps at batch 8 (docs/gpu.md). Off: fp32 sums.
   bool dense_mma = true;
   // Steps of up to kGemvMaxRows rows run the compressors, the indexer and the shared expert on two
   // side streams beside the query path and the routed experts (StepBranches in device_step.h):
