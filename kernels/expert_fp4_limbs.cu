@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/act_limbs.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/expert_fp4_limbs.h"
@@ -12,42 +13,16 @@
 namespace deepinfer::kernels {
 namespace {
 
+static_assert(kActLimbBlockBytes == kLimbBlockBytes, "one limb layout");
 constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxGridY = 65535;
 
-// One warp per 128-value block of a row, four values a lane: the block's exponent from its amax,
-// each value's e4m3 round trip as an integer count of 2^(e - 9), and that integer's three bytes
-// into the planes of its 32-value block.
+// One warp per 128-value block of a row (ActLimbsWarp).
 __global__ void __launch_bounds__(32)
     ActLimbsKernel(const float* __restrict__ x, int64_t in, uint8_t* __restrict__ limbs,
                    float* __restrict__ scales) {
   AwaitProducers();
-  const int64_t row = blockIdx.y, block = blockIdx.x;
-  const int lane = threadIdx.x;
-  const float4 v = reinterpret_cast<const float4*>(x + row * in + block * 128)[lane];
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  }
-  const int e = E4M3ScaleExponent(amax, kActAmaxFloor);
-  const float values[4] = {v.x, v.y, v.z, v.w};
-  uint32_t plane[3] = {0, 0, 0};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    // An e4m3 value is a multiple of 2^-9 of at most 448: q is an exact integer, |q| <= 229,376.
-    const int q = __float2int_rn(ldexpf(QdqE4M3(values[k], e), 9 - e));
-    uint32_t low, mid, top;
-    SplitLimbs(q, &low, &mid, &top);
-    plane[0] |= low << (8 * k);
-    plane[1] |= mid << (8 * k);
-    plane[2] |= top << (8 * k);
-  }
-  uint8_t* out =
-      limbs + (row * (in / 32) + block * 4 + lane / 8) * kLimbBlockBytes + 4 * (lane % 8);
-#pragma unroll
-  for (int p = 0; p < 3; ++p) *reinterpret_cast<uint32_t*>(out + 32 * p) = plane[p];
-  if (lane == 0) scales[row * (in / 128) + block] = ldexpf(1.0f, e - 10);
+  ActLimbsWarp(x, in, blockIdx.y, blockIdx.x, limbs, scales, threadIdx.x);
 }
 
 // Sum of four signed-byte products with unsigned bytes (x_u8), and with signed ones (x_s8).

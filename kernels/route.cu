@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/act_limbs.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/exact_math.h"
 #include "kernels/launch.cuh"
@@ -58,8 +59,16 @@ __device__ void WriteOneTokenGroups(const int32_t* chosen, int K, int E, const O
 __global__ void __launch_bounds__(kRouteThreads)
     RouteKernel(const float* logits, const float* bias, const int32_t* tid2eid,
                 const int32_t* tokens, RouterParams p, int32_t* experts, float* weights,
-                OneTokenGroups groups) {
+                OneTokenGroups groups, int64_t route_blocks, TokenLimbs limbs) {
   AwaitProducers();
+  if (blockIdx.x >= route_blocks) {  // the token's activation limbs, a warp per 128 values
+    const int64_t block =
+        (blockIdx.x - route_blocks) * (kRouteThreads / 32) + static_cast<int64_t>(threadIdx.x >> 5);
+    if (block < limbs.in / 128) {
+      ActLimbsWarp(limbs.x, limbs.in, 0, block, limbs.limbs, limbs.scales, threadIdx.x & 31);
+    }
+    return;
+  }
   __shared__ float score[kMaxRouterExperts];
   __shared__ uint64_t keys[kMaxRouterExperts];
   __shared__ uint64_t warp_best[kRouteThreads / 32];
@@ -255,18 +264,26 @@ int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
   if (T == 0) return 0;
   LaunchKernel(RouteKernel, static_cast<unsigned>(T), kRouteThreads, 0,
                static_cast<cudaStream_t>(stream), logits, bias, tid2eid, tokens, p, experts,
-               weights, OneTokenGroups{});
+               weights, OneTokenGroups{}, T, TokenLimbs{});
   return cudaGetLastError();
 }
 
 int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid,
                   const int32_t* tokens, const RouterParams& p, int32_t* experts, float* weights,
-                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream) {
-  if (BadRouterArgs(tid2eid, tokens, 1, p) || !up || !down || !n_groups) {
+                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream,
+                  const TokenLimbs* limbs) {
+  if (BadRouterArgs(tid2eid, tokens, 1, p) || !up || !down || !n_groups ||
+      (limbs != nullptr &&
+       (limbs->in < 128 || limbs->in % 128 != 0 || !limbs->x || !limbs->limbs || !limbs->scales))) {
     return cudaErrorInvalidValue;
   }
-  LaunchKernel(RouteKernel, 1, kRouteThreads, 0, static_cast<cudaStream_t>(stream), logits, bias,
-               tid2eid, tokens, p, experts, weights, OneTokenGroups{up, down, n_groups});
+  const TokenLimbs none{};
+  const TokenLimbs& l = limbs != nullptr ? *limbs : none;
+  constexpr int64_t kWarps = kRouteThreads / 32;
+  const int64_t limb_blocks = (l.in / 128 + kWarps - 1) / kWarps;
+  LaunchKernel(RouteKernel, static_cast<unsigned>(1 + limb_blocks), kRouteThreads, 0,
+               static_cast<cudaStream_t>(stream), logits, bias, tid2eid, tokens, p, experts,
+               weights, OneTokenGroups{up, down, n_groups}, int64_t{1}, l);
   return cudaGetLastError();
 }
 

@@ -31,11 +31,23 @@ int RouteTokens(const float* logits, const float* bias, const int32_t* tid2eid,
                 const int32_t* tokens, int64_t T, const RouterParams& p, int32_t* experts,
                 float* weights, void* stream);
 
+/// The one token's activations as the one-token experts take them: ActLimbsFp8(x, 1, in, limbs,
+/// scales) of kernels/expert_fp4_limbs.h.
+struct TokenLimbs {
+  const float* x = nullptr;
+  int64_t in = 0;  // a multiple of 128
+  uint8_t* limbs = nullptr;
+  float* scales = nullptr;
+};
+
 /// RouteTokens of one token (T = 1) and BuildExpertGroups' one-row groups of its pairs
-/// (group_rows 1) in one launch: the same experts, weights, groups and count, bit for bit.
+/// (group_rows 1) in one launch: the same experts, weights, groups and count, bit for bit. With
+/// `limbs` (else null) the launch also forms the token's activation limbs, ActLimbsFp8's bytes:
+/// they need only the block's input, as the router does, so the experts' path is a launch shorter.
 int RouteOneToken(const float* logits, const float* bias, const int32_t* tid2eid,
                   const int32_t* tokens, const RouterParams& p, int32_t* experts, float* weights,
-                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream);
+                  ExpertGroup* up, ExpertGroup* down, int32_t* n_groups, void* stream,
+                  const TokenLimbs* limbs = nullptr);
 
 /// Most groups BuildExpertGroups can write for `pairs` pairs over E experts, group_rows a group,
 /// each expert's groups padded to a multiple of `align`.

@@ -14,6 +14,7 @@
 #include "engine/model/config.h"
 #include "engine/model/routing.h"
 #include "kernels/cuda_available.h"
+#include "kernels/expert_fp4_limbs.h"
 #include "kernels/ops.h"
 #include "kernels/route.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -223,6 +224,57 @@ TEST_F(RouteGpuTest, OneTokenRoutesAndGroupsInOneLaunch) {
       EXPECT_EQ(da[g].x_row[0], db[g].x_row[0]);
       EXPECT_EQ(da[g].y_row[0], db[g].y_row[0]);
     }
+  }
+}
+
+// The one-token router's launch with the token's activation limbs: ActLimbsFp8's bytes and
+// scales, and the same routing as without them.
+TEST_F(RouteGpuTest, OneTokenRouterFormsTheLimbsToo) {
+  const int E = 64, K = 6;
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(E);
+  for (float& v : logits) v = normal(rng_);
+  DeviceVector<float> d_logits(logits);
+  DeviceVector<int32_t> d_token(std::vector<int32_t>{1});
+  kernels::RouterParams p;
+  p.experts = E;
+  p.top_k = K;
+  for (int64_t in : {4096, 1152, 384}) {  // 1152: a second limb block with one warp busy
+    std::vector<float> x(in);
+    for (float& v : x)
+      v = rng_() % 17 == 0 ? 0.0f : normal(rng_) * (rng_() % 3 == 0 ? 1e-3f : 1.0f);
+    DeviceVector<float> d_x(x);
+    const int64_t limb_bytes = in / 32 * kernels::kLimbBlockBytes;
+    auto limbs = DeviceVector<uint8_t>::Poisoned(limb_bytes);
+    auto want_limbs = DeviceVector<uint8_t>::Poisoned(limb_bytes);
+    auto scales = DeviceVector<float>::Poisoned(in / 128);
+    auto want_scales = DeviceVector<float>::Poisoned(in / 128);
+    auto e1 = DeviceVector<int32_t>::Poisoned(K), e2 = DeviceVector<int32_t>::Poisoned(K);
+    auto w1 = DeviceVector<float>::Poisoned(K), w2 = DeviceVector<float>::Poisoned(K);
+    auto up = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto down = DeviceVector<kernels::ExpertGroup>::Poisoned(K);
+    auto n = DeviceVector<int32_t>::Poisoned(1);
+    const kernels::TokenLimbs job{d_x.get(), in, limbs.get(), scales.get()};
+    ASSERT_EQ(kernels::RouteOneToken(d_logits.get(), nullptr, nullptr, d_token.get(), p, e1.get(),
+                                     w1.get(), up.get(), down.get(), n.get(), nullptr, &job),
+              0);
+    ASSERT_EQ(kernels::RouteOneToken(d_logits.get(), nullptr, nullptr, d_token.get(), p, e2.get(),
+                                     w2.get(), up.get(), down.get(), n.get(), nullptr),
+              0);
+    ASSERT_EQ(kernels::ActLimbsFp8(d_x.get(), 1, in, want_limbs.get(), want_scales.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(limbs.ToHost(), want_limbs.ToHost()) << in;
+    const auto sa = scales.ToHost(), sb = want_scales.ToHost();
+    EXPECT_EQ(std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)), 0) << in;
+    EXPECT_EQ(e1.ToHost(), e2.ToHost());
+    const auto wa = w1.ToHost(), wb = w2.ToHost();
+    EXPECT_EQ(std::memcmp(wa.data(), wb.data(), K * sizeof(float)), 0);
+    // Widths that are not whole 128-value blocks are refused, everything else being valid.
+    const kernels::TokenLimbs ragged{d_x.get(), in - 64, limbs.get(), scales.get()};
+    EXPECT_NE(kernels::RouteOneToken(d_logits.get(), nullptr, nullptr, d_token.get(), p, e1.get(),
+                                     w1.get(), up.get(), down.get(), n.get(), nullptr, &ragged),
+              0);
   }
 }
 

@@ -82,7 +82,8 @@ int CpuOrderExperts(const StepPlan& p, const DeviceLayer& L, int rows, int capac
 // the tensor-core kernel, which wins from two tokens on (bench/RESULTS-gpu.md, "Exact integer
 // sums for the one-token experts"). Only for one-row steps (ExpertGroupRows is 1 only there):
 // the limbs and the groups are one row's.
-int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void* s) {
+int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void* s,
+                    bool limbs_made) {
   const ModelConfig& c = *p.cfg;
   const StepBuffers& b = p.buf;
   const int64_t d = c.hidden_size, inter = c.moe_intermediate_size, pairs = c.num_experts_per_tok;
@@ -90,7 +91,7 @@ int OneTokenExperts(const StepPlan& p, const DeviceLayer& L, int capacity, void*
   if (d % 128 == 0 && inter % 128 == 0) {
     uint8_t* const pair_limbs = b.limbs + 3 * d;
     float* const pair_scales = b.limb_scale + d / 128;
-    DI_CUDA_TRY(kernels::ActLimbsFp8(b.xq, 1, d, b.limbs, b.limb_scale, s));
+    if (!limbs_made) DI_CUDA_TRY(kernels::ActLimbsFp8(b.xq, 1, d, b.limbs, b.limb_scale, s));
     DI_CUDA_TRY(kernels::Fp4ExpertGateUpLimbs(L.w1, L.s1, L.w3, L.s3, inter, d, b.up, capacity,
                                               limit, b.limbs, b.limb_scale, b.pair_act, s,
                                               b.n_live));
@@ -176,9 +177,15 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* str
   const int group_rows = ExpertGroupRows(rows);
   const int align = FoldedExpertWindow(p.folded_experts, pairs, E);
   const int capacity = static_cast<int>(kernels::MaxExpertGroups(pairs, E, group_rows, align));
+  // The one-token experts' activation limbs in the router's launch too (their exact integer
+  // form, OneTokenExperts).
+  const bool limbs_in_router = rows == 1 && !p.cpu_order && d % 128 == 0 &&
+                               c.moe_intermediate_size % 128 == 0 && group_rows == 1;
   if (rows == 1) {  // the groups in the router's launch
+    const kernels::TokenLimbs limbs{b.xq, d, b.limbs, b.limb_scale};
     DI_CUDA_TRY(kernels::RouteOneToken(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rp,
-                                       b.route_e, b.route_w, b.up, b.down, b.n_live, s));
+                                       b.route_e, b.route_w, b.up, b.down, b.n_live, s,
+                                       limbs_in_router ? &limbs : nullptr));
   } else {
     DI_CUDA_TRY(kernels::RouteTokens(b.gate_logits, L.gate_bias, L.tid2eid, p.in.tokens, rows, rp,
                                      b.route_e, b.route_w, s));
@@ -188,7 +195,7 @@ int MoeBlock(const StepPlan& p, const DeviceLayer& L, int rows, const float* str
   if (p.cpu_order) {
     DI_CUDA_TRY(CpuOrderExperts(p, L, rows, capacity, s));
   } else if (group_rows == 1) {  // a one-row step (ExpertGroupRows)
-    DI_CUDA_TRY(OneTokenExperts(p, L, capacity, s));
+    DI_CUDA_TRY(OneTokenExperts(p, L, capacity, s, limbs_in_router));
   } else {
     DI_CUDA_TRY(MmaExperts(p, L, rows, capacity, s));
   }
