@@ -144,6 +144,31 @@ __global__ void __launch_bounds__(kThreads)
 // With RopeQdq the block then applies `rope` (the output's inverse rotation) to the head's
 // trailing channels and writes the row's FP8 round trip to o_fp8, as Rope and QdqFp8Rows would
 // after it (kernels/rope_qdq.cuh): a warp per 128-wide block, four channels a lane.
+// v[k] += partial channel c0 + k of split s times weight[s], for the splits in order, skipping
+// those of weight 0. The values of kBatch splits are loaded before any is added: a load inside
+// the chain of additions left one memory latency per split on the combine's path.
+template <int N>
+__device__ __forceinline__ void AddWeightedSplits(const float* p, int64_t stride, int splits,
+                                                  const float* weight, int c0, float (&v)[N]) {
+  constexpr int kBatch = 8;
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    float x[kBatch][N];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      if (s0 + i >= splits) continue;
+#pragma unroll
+      for (int k = 0; k < N; ++k) x[i][k] = p[(s0 + i) * stride + 2 + c0 + k];
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const float w = s0 + i < splits ? weight[s0 + i] : 0.0f;
+      if (w == 0.0f) continue;
+#pragma unroll
+      for (int k = 0; k < N; ++k) v[k] = __fadd_rn(v[k], __fmul_rn(x[i][k], w));
+    }
+  }
+}
+
 template <bool RopeQdq>
 __global__ void __launch_bounds__(kThreads)
     MqaCombineKernel(const float* __restrict__ partial, int heads, int splits,
@@ -157,6 +182,7 @@ __global__ void __launch_bounds__(kThreads)
   // Each split's weight exp(m - max), 0 for an empty split, once per block: the channels then
   // cost a load and two roundings a split instead of an exponential.
   __shared__ float weight[kMaxSplits];
+  __shared__ float weighted_sum[kMaxSplits];  // each split's l times its weight
   __shared__ float shared_denom;
   const int lane = threadIdx.x & 31;
   if (threadIdx.x < 32) {
@@ -165,47 +191,36 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     for (int s = lane; s < splits; s += 32) {
-      const float m = p[s * stride];
-      weight[s] = m == -INFINITY ? 0.0f : expf(m - mx);
+      const float m = p[s * stride], l = p[s * stride + 1];
+      const float w = m == -INFINITY ? 0.0f : expf(m - mx);
+      weight[s] = w;
+      weighted_sum[s] = __fmul_rn(l, w);
     }
     __syncwarp();
-    if (lane == 0) {  // the splits in order
+    if (lane == 0) {  // the splits in order, from shared memory: no load in the chain
       float denom = expf(sinks[h] - mx);
       for (int s = 0; s < splits; ++s) {
-        if (weight[s] != 0.0f) denom = __fadd_rn(denom, __fmul_rn(p[s * stride + 1], weight[s]));
+        if (weight[s] != 0.0f) denom = __fadd_rn(denom, weighted_sum[s]);
       }
       shared_denom = denom;
     }
   }
   __syncthreads();
   const float denom = shared_denom;
-  const auto channel = [&](int c) {
-    float v = 0;
-    for (int s = 0; s < splits; ++s) {
-      if (weight[s] != 0.0f) v = __fadd_rn(v, __fmul_rn(p[s * stride + 2 + c], weight[s]));
-    }
-    return __fdiv_rn(v, denom);  // rounded the same in both forms of the kernel
-  };
   float* out = o + (t * heads + h) * kDim;
   if constexpr (!RopeQdq) {
-    for (int c = threadIdx.x; c < kDim; c += kThreads) out[c] = channel(c);
+    for (int c = threadIdx.x; c < kDim; c += kThreads) {
+      float v[1] = {0.0f};
+      AddWeightedSplits(p, stride, splits, weight, c, v);
+      out[c] = __fdiv_rn(v[0], denom);  // rounded the same in both forms of the kernel
+    }
   } else {
     const int first = kDim - rope.rope_dim;
     for (int c0 = (threadIdx.x >> 5) * 128 + 4 * lane; c0 < kDim; c0 += kThreads * 4) {
-      // channel(c0 + k) for k < 4 in one pass over the splits: each channel's roundings in the
-      // same order, four independent chains.
+      // Channels c0 .. c0 + 3 in one pass over the splits: each channel's roundings in the same
+      // order as one at a time, four independent chains.
       float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int s = 0; s < splits; ++s) {
-        const float w = weight[s];
-        if (w == 0.0f) continue;
-        // A split's row is kDim + 2 floats: its channels are 8-byte aligned, not 16.
-        const float2* x = reinterpret_cast<const float2*>(p + s * stride + 2 + c0);
-        const float2 a = x[0], b = x[1];
-        v[0] = __fadd_rn(v[0], __fmul_rn(a.x, w));
-        v[1] = __fadd_rn(v[1], __fmul_rn(a.y, w));
-        v[2] = __fadd_rn(v[2], __fmul_rn(b.x, w));
-        v[3] = __fadd_rn(v[3], __fmul_rn(b.y, w));
-      }
+      AddWeightedSplits(p, stride, splits, weight, c0, v);
 #pragma unroll
       for (int k = 0; k < 4; ++k) v[k] = __fdiv_rn(v[k], denom);
 #pragma unroll
