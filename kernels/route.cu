@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "kernels/act_limbs.cuh"
 #include "kernels/device_math.cuh"
@@ -199,52 +200,90 @@ __global__ void __launch_bounds__(kGroupThreads)
 }
 
 // CombineKernel's sum for token t, channel c: the experts in id order (equal ids by slot), as
-// the CPU adds them (insertion sort of the K slots), then the shared expert.
+// the CPU adds them (insertion sort of the K slots), then the shared expert. Every load is issued
+// before the first addition: the slots' ids and products sit in registers, kMaxK of them (slots
+// past K hold the largest id and add nothing), and an unrolled insertion sort orders them, so the
+// sum waits on one memory latency instead of one a slot.
+template <int kMaxK>
 __device__ float CombinedChannel(const float* y, const int32_t* experts, const float* weights,
                                  const float* shared, int K, int64_t dim, int64_t t, int64_t c) {
-  int order[kMaxRouterTopK];
-  for (int k = 0; k < K; ++k) {
-    int j = k;
-    while (j > 0 && experts[t * K + order[j - 1]] > experts[t * K + k]) {
-      order[j] = order[j - 1];
-      --j;
+  int id[kMaxK];
+  float v[kMaxK];
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k) {
+    const int64_t p = t * K + k;
+    id[k] = k < K ? experts[p] : INT_MAX;
+    v[k] = k < K ? __fmul_rn(y[p * dim + c], weights[p]) : 0.0f;
+  }
+  const float last = shared != nullptr ? shared[t * dim + c] : 0.0f;
+#pragma unroll
+  for (int i = 1; i < kMaxK; ++i) {
+#pragma unroll
+    for (int j = i; j > 0; --j) {  // strictly greater: equal ids keep their slots' order
+      const bool swap = id[j - 1] > id[j];
+      const int a = id[j - 1];
+      const float x = v[j - 1];
+      id[j - 1] = swap ? id[j] : a;
+      v[j - 1] = swap ? v[j] : x;
+      id[j] = swap ? a : id[j];
+      v[j] = swap ? x : v[j];
     }
-    order[j] = k;
   }
   float acc = 0.0f;
-  for (int i = 0; i < K; ++i) {
-    const int64_t p = t * K + order[i];
-    acc = __fadd_rn(acc, __fmul_rn(y[p * dim + c], weights[p]));
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k) {
+    if (k < K) acc = __fadd_rn(acc, v[k]);
   }
-  if (shared != nullptr) acc = __fadd_rn(acc, shared[t * dim + c]);
-  return acc;
+  return shared != nullptr ? __fadd_rn(acc, last) : acc;
 }
 
+template <int kMaxK>
 __global__ void CombineKernel(const float* y, const int32_t* experts, const float* weights,
                               const float* shared, int K, int64_t dim, float* out) {
   AwaitProducers();
   const int64_t t = blockIdx.x;
   const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c >= dim) return;
-  out[t * dim + c] = CombinedChannel(y, experts, weights, shared, K, dim, t, c);
+  out[t * dim + c] = CombinedChannel<kMaxK>(y, experts, weights, shared, K, dim, t, c);
 }
 
 // The combined channel straight into the mHC post (kernels/ops.cu's HyperPostKernel, the same
 // roundings): out[t, j, c] = post[t, j] * h + sum over i of comb[t, i, j] * streams[t, i, c].
+// kN: the stream count when fixed (V4's 4), whose inputs then load before the combine's sum.
+template <int kMaxK, int kN>
 __global__ void CombinePostKernel(const float* y, const int32_t* experts, const float* weights,
                                   const float* shared, int K, int64_t dim, HyperPostArgs post) {
   AwaitProducers();
   const int64_t t = blockIdx.x;
   const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c >= dim) return;
-  const float h = CombinedChannel(y, experts, weights, shared, K, dim, t, c);
-  const int n = post.n;
+  const int n = kN > 0 ? kN : post.n;
   const float* X = post.streams + t * n * dim;
   const float* C = post.comb + t * n * n;
-  for (int j = 0; j < n; ++j) {
-    float s = __fmul_rn(post.post[t * n + j], h);
-    for (int i = 0; i < n; ++i) s = __fadd_rn(s, __fmul_rn(C[i * n + j], X[i * dim + c]));
-    post.out[(t * n + j) * dim + c] = s;
+  if constexpr (kN > 0) {
+    float x[kN], comb[kN * kN], mix[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      x[i] = X[i * dim + c];
+      mix[i] = post.post[t * kN + i];
+    }
+#pragma unroll
+    for (int i = 0; i < kN * kN; ++i) comb[i] = C[i];
+    const float h = CombinedChannel<kMaxK>(y, experts, weights, shared, K, dim, t, c);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      float s = __fmul_rn(mix[j], h);
+#pragma unroll
+      for (int i = 0; i < kN; ++i) s = __fadd_rn(s, __fmul_rn(comb[i * kN + j], x[i]));
+      post.out[(t * kN + j) * dim + c] = s;
+    }
+  } else {
+    const float h = CombinedChannel<kMaxK>(y, experts, weights, shared, K, dim, t, c);
+    for (int j = 0; j < n; ++j) {
+      float s = __fmul_rn(post.post[t * n + j], h);
+      for (int i = 0; i < n; ++i) s = __fadd_rn(s, __fmul_rn(C[i * n + j], X[i * dim + c]));
+      post.out[(t * n + j) * dim + c] = s;
+    }
   }
 }
 
@@ -313,8 +352,9 @@ int CombineExperts(const float* y, const int32_t* experts, const float* weights,
   }
   if (T == 0) return 0;
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 255) / 256));
-  LaunchKernel(CombineKernel, grid, 256, 0, static_cast<cudaStream_t>(stream), y, experts, weights,
-               shared, K, dim, out);
+  const auto kernel = K <= 8 ? CombineKernel<8> : CombineKernel<kMaxRouterTopK>;
+  LaunchKernel(kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), y, experts, weights, shared,
+               K, dim, out);
   return cudaGetLastError();
 }
 
@@ -328,8 +368,11 @@ int CombineExpertsPost(const float* y, const int32_t* experts, const float* weig
   if (T == 0) return 0;
   // 128 threads a block: a one-token step still spreads over 32 blocks.
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((dim + 127) / 128));
-  LaunchKernel(CombinePostKernel, grid, 128, 0, static_cast<cudaStream_t>(stream), y, experts,
-               weights, shared, K, dim, post);
+  const auto kernel = K <= 8 ? (post.n == 4 ? CombinePostKernel<8, 4> : CombinePostKernel<8, 0>)
+                             : (post.n == 4 ? CombinePostKernel<kMaxRouterTopK, 4>
+                                            : CombinePostKernel<kMaxRouterTopK, 0>);
+  LaunchKernel(kernel, grid, 128, 0, static_cast<cudaStream_t>(stream), y, experts, weights, shared,
+               K, dim, post);
   return cudaGetLastError();
 }
 

@@ -279,9 +279,13 @@ TEST_F(RouteGpuTest, OneTokenRouterFormsTheLimbsToo) {
 }
 
 TEST_F(RouteGpuTest, CombineSumsInTheCpuOrder) {
-  const int K = 6;
   const int64_t T = 19, dim = 300;
-  for (bool with_shared : {true, false}) {
+  // Top-6 (V4) and top-12 (the kernels' register sort holds 8 slots, then 16), with and without
+  // the shared expert.
+  for (const int variant : {0, 1, 2, 3}) {
+    const int K = variant < 2 ? 6 : 12;
+    const bool with_shared = variant % 2 == 0;
+    SCOPED_TRACE("K " + std::to_string(K) + (with_shared ? " with shared" : ""));
     std::vector<int32_t> experts(T * K);
     for (auto& e : experts) e = static_cast<int32_t>(rng_() % 12);  // repeats within a token
     std::normal_distribution<float> normal(0.0f, 1.0f);
