@@ -184,7 +184,17 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
   const int64_t first = rank + static_cast<int64_t>(kClusterBlocks) * warp;
   constexpr int64_t kStride = static_cast<int64_t>(kClusterBlocks) * kCollapseWarps;
   float ss = 0;
+  // The warp's first chunk (V4's only one) keeps its sums and its norm weights in registers for
+  // the normalisation after the cluster barrier, which otherwise reads both back from memory.
+  float kept[4] = {}, kept_weight[4] = {1.0f, 1.0f, 1.0f, 1.0f};
   for (int64_t q = first; q < chunks; q += kStride) {
+    if (q == first && norm_weight != nullptr) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t c = q * 128 + lane * 4 + j;
+        kept_weight[j] = c < dim ? norm_weight[c] : 1.0f;
+      }
+    }
     float x[N][4];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -201,6 +211,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
 #pragma unroll
       for (int k = 0; k < N; ++k) s += pre[k] * x[k][j];
       if (c < dim) out[c] = s;
+      if (q == first) kept[j] = s;
       ss += s * s;
     }
   }
@@ -227,7 +238,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t c = q * 128 + lane * 4 + j;  // this thread's own stores above
-      v[j] = c < dim ? out[c] * inv * (norm_weight ? norm_weight[c] : 1.0f) : 0.0f;
+      const float sum = q == first ? kept[j] : out[c];
+      const float weight = q == first ? kept_weight[j] : norm_weight ? norm_weight[c] : 1.0f;
+      v[j] = c < dim ? sum * inv * weight : 0.0f;
       amax = fmaxf(amax, fabsf(v[j]));
     }
     int e = 0;
