@@ -5,37 +5,54 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "engine/common/thread_pool.h"
 #include "engine/model/quant.h"
 #include "engine/model/safetensors_writer.h"
 
 namespace deepinfer {
 namespace {
 
+// splitmix64: its k-th draw is a function of the seed and k alone, so a tensor's values can be
+// drawn by several threads at once and still be the sequence one thread would draw.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
-  uint64_t Next() {  // splitmix64
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-a, a], exactly representable and identical everywhere.
-  float Uniform(float a) {
-    const int64_t k = static_cast<int64_t>(Next() >> 40) - (1ll << 23);  // [-2^23, 2^23)
+  uint64_t Next() { return Mix(s_ += kGamma); }
+  /// The draw `k` places after the next one (At(0) is what Next() would return), without
+  /// advancing.
+  uint64_t At(uint64_t k) const { return Mix(s_ + (k + 1) * kGamma); }
+  void Skip(uint64_t n) { s_ += n * kGamma; }
+  /// Uniform in [-a, a] from one draw, exactly representable and identical everywhere.
+  static float Uniform(uint64_t draw, float a) {
+    const int64_t k = static_cast<int64_t>(draw >> 40) - (1ll << 23);  // [-2^23, 2^23)
     return a * static_cast<float>(k) / static_cast<float>(1 << 23);
   }
 
  private:
+  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
+  static uint64_t Mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
   uint64_t s_;
 };
+
+// Threads for drawing and quantising: a V4-shaped test model holds billions of weights (the
+// GPU host's mid model took ~3 minutes on one thread).
+int BuilderThreads(int asked) {
+  if (asked > 0) return asked;
+  const unsigned n = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(n, 1u, 32u));
+}
 
 enum class Kind { kF32, kHalf, kFp8, kFp4 };  // kHalf: BF16 storage
 
 class Builder {
  public:
-  Builder(const TinySpec& s) : s_(s), rng_(s.seed) {}
+  Builder(const TinySpec& s) : s_(s), rng_(s.seed), pool_(BuilderThreads(s.threads)) {}
 
   // Stores values as F32, BF16, FP8 with 128x128 e8m0 block scales, or FP4 with per-32 scales.
   void Put(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v,
@@ -46,10 +63,12 @@ class Builder {
         return;
       case Kind::kHalf: {
         std::vector<uint8_t> b(v.size() * 2);
-        for (size_t i = 0; i < v.size(); ++i) {
-          const uint16_t h = F32ToBf16(v[i]);
-          std::memcpy(&b[2 * i], &h, 2);
-        }
+        pool_.ParallelFor(static_cast<int64_t>(v.size()), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const uint16_t h = F32ToBf16(v[i]);
+            std::memcpy(&b[2 * i], &h, 2);
+          }
+        });
         w_.Add(name, DType::kBF16, shape, std::move(b));
         return;
       }
@@ -62,7 +81,10 @@ class Builder {
 
   std::vector<float> Random(int64_t n, float a) {
     std::vector<float> v(n);
-    for (auto& x : v) x = rng_.Uniform(a);
+    pool_.ParallelFor(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) v[i] = Rng::Uniform(rng_.At(i), a);
+    });
+    rng_.Skip(n);
     return v;
   }
   std::vector<float> Around(int64_t n, float center, float a) {
@@ -192,25 +214,10 @@ class Builder {
   void PutFp8(const std::string& name, int64_t out, int64_t in, const std::vector<float>& v) {
     const int64_t so = (out + 127) / 128, si = (in + 127) / 128;
     std::vector<uint8_t> q(out * in), scale(so * si), fscale(so * si * 4);
-    for (int64_t bo = 0; bo < so; ++bo) {
-      for (int64_t bi = 0; bi < si; ++bi) {
-        float amax = 0;
-        for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
-          for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
-            amax = std::max(amax, std::fabs(v[o * in + i]));
-        const int e = Pow2ScaleExponent(amax, 448.0f, 1e-30f);
-        // float32 scales need not be powers of two: amax maps exactly onto 448.
-        const float f = amax > 0 ? amax / 448.0f : 1.0f;
-        if (f32_scales_)
-          std::memcpy(&fscale[(bo * si + bi) * 4], &f, 4);
-        else
-          scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
-        for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
-          for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
-            q[o * in + i] =
-                F32ToE4M3(f32_scales_ ? v[o * in + i] / f : std::ldexp(v[o * in + i], -e));
-      }
-    }
+    pool_.ParallelFor(so, [&](int64_t bo_begin, int64_t bo_end) {
+      for (int64_t bo = bo_begin; bo < bo_end; ++bo)
+        PutFp8RowBlock(out, in, v, bo, q, scale, fscale);
+    });
     w_.Add(name, DType::kF8E4M3, {out, in}, std::move(q));
     const std::string scale_name = name.substr(0, name.size() - 7) + ".scale";
     if (f32_scales_)
@@ -219,25 +226,55 @@ class Builder {
       w_.Add(scale_name, DType::kF8E8M0, {so, si}, std::move(scale));
   }
 
+  // Row block bo (128 rows) of PutFp8: each 128 x 128 block's scale, then its e4m3 values.
+  void PutFp8RowBlock(int64_t out, int64_t in, const std::vector<float>& v, int64_t bo,
+                      std::vector<uint8_t>& q, std::vector<uint8_t>& scale,
+                      std::vector<uint8_t>& fscale) const {
+    const int64_t si = (in + 127) / 128;
+    for (int64_t bi = 0; bi < si; ++bi) {
+      float amax = 0;
+      for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
+        for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
+          amax = std::max(amax, std::fabs(v[o * in + i]));
+      const int e = Pow2ScaleExponent(amax, 448.0f, 1e-30f);
+      // float32 scales need not be powers of two: amax maps exactly onto 448.
+      const float f = amax > 0 ? amax / 448.0f : 1.0f;
+      if (f32_scales_)
+        std::memcpy(&fscale[(bo * si + bi) * 4], &f, 4);
+      else
+        scale[bo * si + bi] = static_cast<uint8_t>(e + 127);
+      for (int64_t o = bo * 128; o < std::min(out, bo * 128 + 128); ++o)
+        for (int64_t i = bi * 128; i < std::min(in, bi * 128 + 128); ++i)
+          q[o * in + i] =
+              F32ToE4M3(f32_scales_ ? v[o * in + i] / f : std::ldexp(v[o * in + i], -e));
+    }
+  }
+
   void PutFp4(const std::string& name, int64_t out, int64_t in, const std::vector<float>& v) {
     std::vector<uint8_t> q(out * in / 2), scale(out * in / 32);
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t b = 0; b < in / 32; ++b) {
-        float amax = 0;
-        for (int64_t i = b * 32; i < b * 32 + 32; ++i)
-          amax = std::max(amax, std::fabs(v[o * in + i]));
-        const int e = Pow2ScaleExponent(amax, 6.0f, 1e-30f);
-        scale[o * (in / 32) + b] = static_cast<uint8_t>(e + 127);
-        for (int64_t i = b * 32; i < b * 32 + 32; i += 2) {
-          const uint8_t lo = F32ToE2M1(std::ldexp(v[o * in + i], -e));
-          const uint8_t hi = F32ToE2M1(std::ldexp(v[o * in + i + 1], -e));
-          q[(o * in + i) / 2] = static_cast<uint8_t>(lo | (hi << 4));
-        }
-      }
-    }
+    pool_.ParallelFor(out, [&](int64_t o_begin, int64_t o_end) {
+      for (int64_t o = o_begin; o < o_end; ++o) PutFp4Row(in, v, o, q, scale);
+    });
     w_.Add(name, DType::kI8, {out, in / 2}, std::move(q));
     w_.Add(name.substr(0, name.size() - 7) + ".scale", DType::kF8E8M0, {out, in / 32},
            std::move(scale));
+  }
+
+  // Row o of PutFp4: each 32-value block's e8m0 scale, then its e2m1 pairs.
+  static void PutFp4Row(int64_t in, const std::vector<float>& v, int64_t o, std::vector<uint8_t>& q,
+                        std::vector<uint8_t>& scale) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      float amax = 0;
+      for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+        amax = std::max(amax, std::fabs(v[o * in + i]));
+      const int e = Pow2ScaleExponent(amax, 6.0f, 1e-30f);
+      scale[o * (in / 32) + b] = static_cast<uint8_t>(e + 127);
+      for (int64_t i = b * 32; i < b * 32 + 32; i += 2) {
+        const uint8_t lo = F32ToE2M1(std::ldexp(v[o * in + i], -e));
+        const uint8_t hi = F32ToE2M1(std::ldexp(v[o * in + i + 1], -e));
+        q[(o * in + i) / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
   }
 
   Status WriteConfig(const std::string& path) const {
@@ -312,6 +349,7 @@ class Builder {
 
   const TinySpec& s_;
   Rng rng_;
+  ThreadPool pool_;
   SafetensorsWriter w_;
   Kind half_ = Kind::kF32, dense_ = Kind::kF32, expert_ = Kind::kF32;
   bool f32_scales_ = false;

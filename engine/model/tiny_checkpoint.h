@@ -39,6 +39,9 @@ struct TinySpec {
   float residual_gain = 1.0f;
   // Gain of the experts' gate and up weights: 4 pushes some pre-activations past the SwiGLU clamp.
   float expert_gain = 4.0f;
+  // Threads that draw and quantise the weights (0: one per hardware thread, up to 32). The bytes
+  // do not depend on it.
+  int threads = 0;
 };
 
 /// Writes DIR/config.json and DIR/model.safetensors.
