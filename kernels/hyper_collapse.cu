@@ -238,9 +238,12 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t c = q * 128 + lane * 4 + j;  // this thread's own stores above
-      const float sum = q == first ? kept[j] : out[c];
-      const float weight = q == first ? kept_weight[j] : norm_weight ? norm_weight[c] : 1.0f;
-      v[j] = c < dim ? sum * inv * weight : 0.0f;
+      v[j] = 0.0f;
+      if (c < dim) {  // past the row nothing is read: a later chunk's tail is out of bounds
+        const float sum = q == first ? kept[j] : out[c];
+        const float weight = q == first ? kept_weight[j] : norm_weight ? norm_weight[c] : 1.0f;
+        v[j] = sum * inv * weight;
+      }
       amax = fmaxf(amax, fabsf(v[j]));
     }
     int e = 0;
