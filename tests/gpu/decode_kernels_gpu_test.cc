@@ -55,8 +55,7 @@ TEST_F(DecodeKernelsGpuTest, RmsNormHyperPreAndHyperHead) {
        {Shape{4, 3, 64}, Shape{4, 3, 300}, Shape{4, 3, 4096}, Shape{4, 1, 4096}, Shape{4, 63, 2048},
         Shape{4, 2, 8192}, Shape{4, 64, 1024}, Shape{4, 70, 256}, Shape{1, 2, 128},
         Shape{2, 2, 128}, Shape{3, 2, 128}, Shape{5, 2, 128}, Shape{6, 2, 128}, Shape{2, 2, 130},
-        Shape{4, 2, 8200}}) {  // 130, 8200: not whole 4-value lanes or
-                               // 128-value chunks (8200: in a warp's later one)
+        Shape{4, 2, 8200}}) {  // 130, 8200: a row's tail not whole 4-value lanes or chunks
     const int n = sh.n;
     const int64_t rows = sh.rows, dim = sh.dim, flat = n * dim, mix = (2 + n) * n;
     const HyperConnWeights hw{Random(mix * flat, 0.1f), Random(mix), Random(3)};
