@@ -17,12 +17,6 @@ using testing::CommandRun;
 using testing::RunCommand;
 using testing::TempDir;
 
-size_t Count(const std::string& text, const std::string& word) {
-  size_t n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 class AbVariantsScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -63,9 +57,9 @@ TEST_F(AbVariantsScriptTest, LabelsEveryRunAndSummarisesAgainstTheFirstVariant) 
   EXPECT_NE(testing::ReadFile(dir_ / "out/gpu_tests.txt").find("filter --gtest_filter=Foo.*"),
             std::string::npos);
   const std::string lines = testing::ReadFile(dir_ / "out/ab.jsonl");
-  EXPECT_EQ(Count(lines, "\n"), 8u) << lines;  // 2 rounds x 2 variants x 2 batches
-  EXPECT_EQ(Count(lines, "\"variant\": \"a\""), 4u) << lines;
-  EXPECT_EQ(Count(lines, "\"round\": 2"), 4u) << lines;
+  EXPECT_EQ(testing::CountOf(lines, "\n"), 8u) << lines;  // 2 rounds x 2 variants x 2 batches
+  EXPECT_EQ(testing::CountOf(lines, "\"variant\": \"a\""), 4u) << lines;
+  EXPECT_EQ(testing::CountOf(lines, "\"round\": 2"), 4u) << lines;
   EXPECT_NE(r.out.find("a, round 2 b1:100.0(0.500) b4:400.0(0.500)"), std::string::npos) << r.out;
   // The means, and b's change against a: -10 % at both batches.
   EXPECT_NE(r.out.find("batch 4  a                        mean    400.0 us   +0.00 %"),

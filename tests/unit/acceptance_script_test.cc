@@ -22,12 +22,6 @@ using testing::TempDir;
 // The command's stdout and stderr together.
 CommandRun Shell(const std::string& cmd) { return RunCommand(cmd + " 2>&1"); }
 
-size_t Count(const std::string& text, const std::string& word) {
-  size_t n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 class AcceptanceScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,8 +45,8 @@ TEST_F(AcceptanceScriptTest, PassesWithTheCpuOnBothSides) {
   const CommandRun r =
       Shell("DEVICE=cpu bash " + src_ + "/bench/acceptance.sh " + model() + " '' " + bin_);
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(Count(r.out, "PASS"), 4u) << r.out;  // two numerics, prefill and decode
-  EXPECT_EQ(Count(r.out, "FAIL"), 0u) << r.out;
+  EXPECT_EQ(testing::CountOf(r.out, "PASS"), 4u) << r.out;  // two numerics, prefill and decode
+  EXPECT_EQ(testing::CountOf(r.out, "FAIL"), 0u) << r.out;
   EXPECT_NE(r.out.find("max 0.00e+00  p99 0.00e+00  argmax 100.0 %"), std::string::npos) << r.out;
 }
 

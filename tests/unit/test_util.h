@@ -65,6 +65,13 @@ class TempDir {
   std::string path_;
 };
 
+/// Occurrences of `word` in `text` (overlapping ones too).
+inline size_t CountOf(const std::string& text, const std::string& word) {
+  size_t n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
