@@ -3,11 +3,14 @@
 # grammar, each greedy and sampled, on a random checkpoint with the real tokenizer's vocabulary.
 # Every answer is checked against its constraint here (python3's re and json), so a mask that
 # reaches the sampler late, or not at all, on the chosen device shows as a FAIL line.
-#   [DEVICE=cpu|cuda] [TOKENIZER=DIR] bench/constrained_draws.sh [BIN_DIR] [make-tiny flags...]
+#   [DEVICE=cpu|cuda] [TOKENIZER=DIR] [DAEMON_FLAGS=...] bench/constrained_draws.sh [BIN_DIR]
+#     [make-tiny flags...]
 # BIN_DIR defaults to build/bin, TOKENIZER to deps/tokenizer-v4-test. The default checkpoint is
 # the demo's (hidden 64, FP8/FP4, vocabulary 129,280); with DEVICE=cuda the daemon runs the
 # device forward (forward slots), so pass make-tiny flags with the production kernels' shapes
 # (bench/gpu_session.sh's kernel-shaped ones, with --vocab 129280).
+# DAEMON_FLAGS: more deepinferd flags (e.g. `--device-sampling off`, whose answers must be the
+# same as with the default's draws on the stepper).
 # Prints "PASS|FAIL KIND temperature=T ANSWER" a request; exit status 1 if any line fails.
 set -uo pipefail
 bin=${1:-build/bin}
@@ -19,7 +22,7 @@ trap 'kill "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
 "$bin/deepinfer-model" make-tiny --out "$work/m" "${spec[@]}" >/dev/null || exit 2
 sock=$work/s
 "$bin/deepinferd" --model "$work/m" --tokenizer "${TOKENIZER:-deps/tokenizer-v4-test}" \
-  --socket "$sock" --device "${DEVICE:-cpu}" --threads 2 --log-level error &
+  --socket "$sock" --device "${DEVICE:-cpu}" --threads 2 --log-level error ${DAEMON_FLAGS:-} &
 daemon=$!
 for _ in $(seq 300); do
   "$bin/deepinfer" --socket "$sock" health >/dev/null 2>&1 && break
