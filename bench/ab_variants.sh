@@ -21,7 +21,8 @@ mkdir -p "$out"
 : >"$out/ab.jsonl"
 model=$(mktemp -d)/m
 t0=$(date +%s)
-mid_model "$model" &
+# The model's own time, printed when it is made (the tests may still be running).
+(mid_model "$model" && echo "model made after $(($(date +%s) - t0)) s") &
 model_pid=$!
 if [ -n "${TESTS:-}" ]; then
   timeout 300 "$TESTS" --gtest_filter="${TESTS_FILTER:-*}" >"$out/gpu_tests.txt" 2>&1
@@ -29,7 +30,6 @@ if [ -n "${TESTS:-}" ]; then
   grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests.txt"
 fi
 wait "$model_pid" || { echo "ab_variants.sh: the mid model was not made" >&2; exit 1; }
-echo "model made after $(($(date +%s) - t0)) s"
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for v in "$@"; do
     name=${v%%=*}
