@@ -26,9 +26,11 @@ __device__ __forceinline__ void Normalize(float (&C)[N][N], float eps) {
 // + eps, a column normalisation, then iters - 1 row + column rounds — the CPU backend's sequence.
 // With N * N <= 32 lane i * N + j holds C[i][j] and gathers its row or column by shuffles in the
 // serial order, so the sums round exactly as one thread's would; wider matrices take lane 0.
+// scale2 and base_e: w.scale[2] and lane e's w.base[2 * N + e], loaded by the caller before its
+// wait (the shuffle path's only weights).
 template <int N>
-__device__ void Sinkhorn(const float* d, float inv, const HyperWeights& w, float eps, int iters,
-                         float* comb) {
+__device__ void Sinkhorn(const float* d, float inv, const HyperWeights& w, float scale2,
+                         float base_e, float eps, int iters, float* comb) {
   const int lane = threadIdx.x & 31;
   iters = iters > 1 ? iters : 1;
   if constexpr (N * N <= 32) {
@@ -39,7 +41,7 @@ __device__ void Sinkhorn(const float* d, float inv, const HyperWeights& w, float
       for (int b = 0; b < N; ++b) s += __shfl_sync(0xffffffffu, c, (i * N + b) & 31);
       return s;
     };
-    float c = d[2 * N + e] * inv * w.scale[2] + w.base[2 * N + e], mx = -INFINITY;
+    float c = d[2 * N + e] * inv * scale2 + base_e, mx = -INFINITY;
 #pragma unroll
     for (int b = 0; b < N; ++b) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, (i * N + b) & 31));
     c = expf(c - mx);
@@ -131,17 +133,48 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
     HyperCollapseKernel(HyperWeights w, const float* streams, const float* dots, int64_t dim,
                         float norm_eps, float hc_eps, int iters, float* post, float* comb,
                         float* collapsed, const float* norm_weight, float* normed,
-                        float* normed_fp8) {
-  AwaitProducers();
-  ClusterArriveRelaxed();
+                        float* normed_fp8, bool early) {
   constexpr int kMix = Head ? N : (2 + N) * N;
+  const unsigned rank = blockIdx.x;  // the grid is one cluster wide
+  const int64_t row = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t chunks = (dim + 127) / 128;
+  const int64_t first = rank + static_cast<int64_t>(kClusterBlocks) * warp;
+  // Settled weights before the wait: the warp's first chunk of the norm's weights, and the mHC
+  // weights that pre (warp 0), post and the combination (the Sinkhorn warp) take.
+  const int e = N * N <= 32 && lane < N * N ? lane : 0;
+  float kept_weight[4] = {1.0f, 1.0f, 1.0f, 1.0f}, scale = 0.0f, scale2 = 0.0f, base = 0.0f;
+  float base_e = 0.0f;
+  const auto load_weights = [&] {
+    if (warp == kCollapseWarps) {
+      if (!Head && rank == 0) {
+        scale = w.scale[1];
+        scale2 = w.scale[2];
+        base = lane < N ? w.base[N + lane] : 0.0f;
+        base_e = N * N <= 32 ? w.base[2 * N + e] : 0.0f;
+      }
+      return;
+    }
+    if (warp == 0) {
+      scale = w.scale[0];
+      base = lane < N ? w.base[lane] : 0.0f;
+    }
+    if (first < chunks && norm_weight != nullptr) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t c = first * 128 + lane * 4 + j;
+        kept_weight[j] = c < dim ? norm_weight[c] : 1.0f;
+      }
+    }
+  };
+  if (early) load_weights();
+  AwaitProducers();
+  if (!early) load_weights();
+  ClusterArriveRelaxed();
   __shared__ float d[kMix + 1];
   __shared__ float pre[N];
   __shared__ float warp_ss[kCollapseWarps];
   __shared__ float block_ss[kClusterBlocks];
-  const unsigned rank = blockIdx.x;  // the grid is one cluster wide
-  const int64_t row = blockIdx.y;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (warp == kCollapseWarps) {  // post and the combination, off the collapse's path
     ClusterWait();
     ClusterArrive();  // before the Sinkhorn, so the cluster's barrier does not wait for it
@@ -149,15 +182,29 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
       SumDots(dots, row, kMix + 1, kMix + 1, lane, d);
       const float inv = rsqrtf(d[kMix] / static_cast<float>(N * dim) + norm_eps);
       if (lane < N) {
-        post[row * N + lane] =
-            2.0f / (1.0f + expf(-(d[N + lane] * inv * w.scale[1] + w.base[N + lane])));
+        post[row * N + lane] = 2.0f / (1.0f + expf(-(d[N + lane] * inv * scale + base)));
       }
-      Sinkhorn<N>(d, inv, w, hc_eps, iters, comb + row * N * N);
+      Sinkhorn<N>(d, inv, w, scale2, base_e, hc_eps, iters, comb + row * N * N);
     }
     __syncwarp();  // the .aligned barrier wants the warp converged after Sinkhorn's lane-0 path
     ClusterWait();
     return;
   }
+  // The warp's first chunk (V4's only one) of the streams loads before pre is known, and keeps
+  // its sums and norm weights in registers for the normalisation after the cluster barrier.
+  const float* X = streams + row * N * dim;
+  const auto load_chunk = [&](int64_t q, float(&x)[N][4]) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t c = q * 128 + lane * 4 + j;
+        x[k][j] = c < dim ? X[k * dim + c] : 0.0f;
+      }
+    }
+  };
+  float x[N][4];
+  if (first < chunks) load_chunk(first, x);
   if (warp == 0) {
     // pre needs only the first N dots and the sum of squares; d[N..] is the other warp's.
     __shared__ float pre_dots[N + 1];
@@ -171,39 +218,16 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCollap
     }
     __syncwarp();
     const float inv = rsqrtf(pre_dots[N] / static_cast<float>(N * dim) + norm_eps);
-    if (lane < N) {
-      pre[lane] =
-          1.0f / (1.0f + expf(-(pre_dots[lane] * inv * w.scale[0] + w.base[lane]))) + hc_eps;
-    }
+    if (lane < N) pre[lane] = 1.0f / (1.0f + expf(-(pre_dots[lane] * inv * scale + base))) + hc_eps;
   }
   // The collapse warps' own barrier (id 1): the Sinkhorn warp does not wait for them.
   asm volatile("bar.sync 1, %0;" ::"r"(kCollapseWarps * 32) : "memory");
-  const float* X = streams + row * N * dim;
   float* out = collapsed + row * dim;
-  const int64_t chunks = (dim + 127) / 128;
-  const int64_t first = rank + static_cast<int64_t>(kClusterBlocks) * warp;
   constexpr int64_t kStride = static_cast<int64_t>(kClusterBlocks) * kCollapseWarps;
   float ss = 0;
-  // The warp's first chunk (V4's only one) keeps its sums and its norm weights in registers for
-  // the normalisation after the cluster barrier, which otherwise reads both back from memory.
-  float kept[4] = {}, kept_weight[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  float kept[4] = {};
   for (int64_t q = first; q < chunks; q += kStride) {
-    if (q == first && norm_weight != nullptr) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t c = q * 128 + lane * 4 + j;
-        kept_weight[j] = c < dim ? norm_weight[c] : 1.0f;
-      }
-    }
-    float x[N][4];
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t c = q * 128 + lane * 4 + j;
-        x[k][j] = c < dim ? X[k * dim + c] : 0.0f;
-      }
-    }
+    if (q != first) load_chunk(q, x);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t c = q * 128 + lane * 4 + j;
@@ -278,7 +302,7 @@ void LaunchCollapse(int n, HyperWeights w, const float* streams, const float* do
   }
   LaunchKernel(HyperCollapseKernel<N, Head>, dim3(kClusterBlocks, static_cast<unsigned>(rows)),
                kCollapseThreads, 0, s, w, streams, dots, dim, norm_eps, hc_eps, iters, post, comb,
-               collapsed, norm_weight, normed, normed_fp8);
+               collapsed, norm_weight, normed, normed_fp8, EarlyWeightLoads());
 }
 
 }  // namespace

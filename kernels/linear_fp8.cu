@@ -197,8 +197,11 @@ __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* _
   });
 }
 
-// Warps in flight that keep the H200's SMs streaming (64 resident per SM).
-constexpr int64_t kTargetWarps = 8192;
+// Warps a product's column split aims for. Half the H200's resident warps (8,448): the
+// wq_a+wkv pair's two products, each split to 8,192 and 4,096 warps, made 1.45 waves of one
+// 512-column step a warp (nineteenth session's profile); at 4,096 each the pair is one wave of
+// two-step warps, both steps loaded before the programmatic-launch wait. (Experiment: was 8,192.)
+constexpr int64_t kTargetWarps = 4096;
 
 // Weight rows per warp for one activation row: more rows per warp amortise the activation loads
 // (measured on the H200: 1.5 -> 2.7 TB/s at one row), as long as 2,048 warps remain to keep the

@@ -1,19 +1,22 @@
 // Early weight loads (kernels/launch.cuh, EarlyWeightLoads): the FP8 GEMV, the tensor-core FP8
-// GEMV and the bf16 GEMV may load weights before their programmatic-launch wait, never their
-// activations. Inside a CUDA graph (where the next kernel does start early) a slow producer
-// writes the activations just before each product; the product must give the bits it gives with
-// early loads off, and not those of the activations' stale contents.
+// GEMV, the bf16 GEMV and the mHC collapse may load weights before their programmatic-launch
+// wait, never their activations. Inside a CUDA graph (where the next kernel does start early) a
+// slow producer writes the activations just before each product; the product must give the bits it
+// gives with early loads off, and not those of the activations' stale contents.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
 
+#include "kernels/hyper_collapse.h"
 #include "kernels/launch.cuh"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.h"
+#include "kernels/norm_fast.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deepinfer::kernels {
@@ -167,6 +170,40 @@ TEST_F(EarlyWeightsGpuTest, Bf16GemvReadsItsActivationsAfterTheWait) {
         [&](cudaStream_t st) { return Bf16Gemv(dw.get(), out, in, x_dst.get(), 1, y.get(), st); },
         y.get(), out * sizeof(float), "Bf16Gemv");
   }
+}
+
+TEST_F(EarlyWeightsGpuTest, HyperCollapseReadsItsStreamsAndDotsAfterTheWait) {
+  // V4's four streams, two rows of 4,096 columns: one chunk a collapse warp, the case whose norm
+  // weights and mHC weights load before the wait.
+  const int n = 4, rows = 2, mix = (2 + n) * n;
+  const int64_t dim = 4096;
+  std::vector<float> dots = Random(rows * (mix + 1) * kHyperSlices);
+  for (int r = 0; r < rows; ++r) {  // the sums of squares' slices are positive
+    for (int z = 0; z < kHyperSlices; ++z) {
+      float& v = dots[(r * (mix + 1) + mix) * kHyperSlices + z];
+      v = 50.0f + std::abs(v);
+    }
+  }
+  const std::vector<float> streams = Random(rows * n * dim);
+  testing::DeviceVector<float> base(Random(mix)), scale(Random(3)), norm_weight(Random(dim));
+  testing::DeviceVector<float> streams_src(streams),
+      streams_dst{std::vector<float>(streams.size())};
+  testing::DeviceVector<float> dots_src(dots), dots_dst{std::vector<float>(dots.size())};
+  // post, comb, collapsed, normed and normed_fp8 in one buffer, compared at once.
+  const int64_t post_at = 0, comb_at = rows * n, collapsed_at = comb_at + rows * n * n;
+  const int64_t normed_at = collapsed_at + rows * dim, fp8_at = normed_at + rows * dim;
+  testing::DeviceVector<float> out{std::vector<float>(fp8_at + rows * dim)};
+  const HyperWeights w{nullptr, base.get(), scale.get()};
+  float* o = out.get();
+  ExpectSameBits(
+      {{streams_src.get(), streams_dst.get(), streams.size() * sizeof(float)},
+       {dots_src.get(), dots_dst.get(), dots.size() * sizeof(float)}},
+      [&](cudaStream_t st) {
+        return HyperCollapse(n, false, w, streams_dst.get(), dots_dst.get(), rows, dim, 1e-6f,
+                             1e-6f, 20, o + post_at, o + comb_at, o + collapsed_at,
+                             norm_weight.get(), o + normed_at, o + fp8_at, st);
+      },
+      o, (fp8_at + rows * dim) * sizeof(float), "HyperCollapse");
 }
 
 }  // namespace
