@@ -28,29 +28,78 @@ struct DeviceNormJob {
   const int32_t* kv_dest;
 };
 
+constexpr int kHeld = 4;  // values a thread keeps in registers: rows of up to 1,024 values
+
 // One block for row `row` of the job: the norm, the rotation of the trailing rope_dim channels
 // (pairs taken by the first rope_dim / 2 threads, every other channel by its own thread), then
 // the FP8 round trip of the written row with a warp per 128-wide block, or the row packed into
-// the cache by warp 0.
-__device__ __forceinline__ void NormRopeQdqRow(const DeviceNormJob& j, int64_t row) {
+// the cache by warp 0. For rows of up to kHeld * kThreads values a thread loads its weights
+// before the programmatic-launch wait (`early`), its values once, and its pair's angle before
+// the sum's barriers, so that the row's chain holds one load after the wait; the same roundings.
+__device__ __forceinline__ void NormRopeQdqRow(const DeviceNormJob& j, int64_t row, bool early) {
   const int64_t dim = j.dim;
+  const bool held = dim <= kHeld * kThreads;
+  const int64_t rotated_from = j.has_rope ? dim - j.rope.rope_dim : dim;
+  const bool rotates = j.has_rope && threadIdx.x < j.rope.rope_dim / 2;
+  const int64_t c = rotated_from + 2 * threadIdx.x;  // the rotated pair's first channel
+  float wv[kHeld], wa = 1.0f, wb = 1.0f;
+  const auto load_weights = [&] {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k) {
+      const int64_t i = threadIdx.x + k * kThreads;
+      wv[k] = held && j.weight && i < dim ? j.weight[i] : 1.0f;
+    }
+    if (rotates && j.weight) {
+      wa = j.weight[c];
+      wb = j.weight[c + 1];
+    }
+  };
+  if (early) load_weights();
+  AwaitProducers();
+  if (!early) load_weights();
   const float* xr = j.x + row * dim;
-  float ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+  float xv[kHeld], xa = 0.0f, xb = 0.0f, ss = 0.0f;
+  if (held) {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k) {
+      const int64_t i = threadIdx.x + k * kThreads;
+      xv[k] = i < dim ? xr[i] : 0.0f;
+    }
+  }
+  if (rotates) {
+    xa = xr[c];
+    xb = xr[c + 1];
+  }
+  if (held) {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k) {
+      if (threadIdx.x + k * kThreads < dim) ss = __fmaf_rn(xv[k], xv[k], ss);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
+  float rope_c = 1.0f, rope_s = 0.0f;
+  if (rotates)
+    RopeCosSin(j.rope.positions[row / j.rope.heads], threadIdx.x, j.rope, &rope_c, &rope_s);
   const float inv = rsqrtf(BlockSum<kThreads>(ss) / static_cast<float>(dim) + j.eps);
   float* yr = j.y + row * dim;
-  const int64_t rotated_from = j.has_rope ? dim - j.rope.rope_dim : dim;
-  const auto normed = [&](int64_t i) {
-    return __fmul_rn(__fmul_rn(xr[i], inv), j.weight ? j.weight[i] : 1.0f);
-  };
-  if (j.has_rope && threadIdx.x < j.rope.rope_dim / 2) {
-    const int64_t c = rotated_from + 2 * threadIdx.x;
-    float a = normed(c), b = normed(c + 1);
-    RotatePair(a, b, j.rope.positions[row / j.rope.heads], threadIdx.x, j.rope);
+  if (rotates) {
+    float a = __fmul_rn(__fmul_rn(xa, inv), wa), b = __fmul_rn(__fmul_rn(xb, inv), wb);
+    RotateBy(a, b, rope_c, rope_s);
     yr[c] = a;
     yr[c + 1] = b;
   }
-  for (int64_t i = threadIdx.x; i < rotated_from; i += kThreads) yr[i] = normed(i);
+  if (held) {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k) {
+      const int64_t i = threadIdx.x + k * kThreads;
+      if (i < rotated_from) yr[i] = __fmul_rn(__fmul_rn(xv[k], inv), wv[k]);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < rotated_from; i += kThreads) {
+      yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), j.weight ? j.weight[i] : 1.0f);
+    }
+  }
   if (j.y_fp8 == nullptr && j.kv_packed == nullptr) return;
   __syncthreads();  // the row's values are in y for every thread of the block
   const int lane = threadIdx.x & 31;
@@ -70,13 +119,13 @@ __device__ __forceinline__ void NormRopeQdqRow(const DeviceNormJob& j, int64_t r
 }
 
 // Block per row of job a, then of job b.
-__global__ void __launch_bounds__(kThreads) NormRopeQdqKernel(DeviceNormJob a, DeviceNormJob b) {
-  AwaitProducers();
+__global__ void __launch_bounds__(kThreads)
+    NormRopeQdqKernel(DeviceNormJob a, DeviceNormJob b, bool early) {
   const int64_t block = blockIdx.x;
   if (block < a.rows) {
-    NormRopeQdqRow(a, block);
+    NormRopeQdqRow(a, block, early);
   } else {
-    NormRopeQdqRow(b, block - a.rows);
+    NormRopeQdqRow(b, block - a.rows, early);
   }
 }
 
@@ -131,7 +180,7 @@ int RmsNormRopeQdqPair(const NormJob& a, const NormJob& b, void* stream) {
   if (!ValidJob(a) || !ValidJob(b)) return static_cast<int>(cudaErrorInvalidValue);
   if (a.rows + b.rows == 0) return 0;
   LaunchKernel(NormRopeQdqKernel, static_cast<unsigned>(a.rows + b.rows), kThreads, 0,
-               static_cast<cudaStream_t>(stream), ToDevice(a), ToDevice(b));
+               static_cast<cudaStream_t>(stream), ToDevice(a), ToDevice(b), EarlyWeightLoads());
   return static_cast<int>(cudaGetLastError());
 }
 

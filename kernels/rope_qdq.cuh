@@ -13,16 +13,29 @@
 
 namespace deepinfer::kernels {
 
-/// RopeKernel's rotation of the pair (a, b) at pair index i of a head at `position`.
-__device__ __forceinline__ void RotatePair(float& a, float& b, int64_t position, int i,
-                                           const RopeArgs& rope) {
+/// RopeKernel's cosine and sine for pair index i of a head at `position` (the sine negated to
+/// undo the rotation).
+__device__ __forceinline__ void RopeCosSin(int64_t position, int i, const RopeArgs& rope, float* c,
+                                           float* s) {
   const float angle = __fmul_rn(static_cast<float>(position), rope.inv_freq[i]);
-  const float c = static_cast<float>(cos(static_cast<double>(angle)));
-  float s = static_cast<float>(sin(static_cast<double>(angle)));
-  if (rope.inverse) s = -s;
+  *c = static_cast<float>(cos(static_cast<double>(angle)));
+  *s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (rope.inverse) *s = -*s;
+}
+
+/// The rotation of the pair (a, b) by an angle of cosine c and sine s, as RopeKernel rounds it.
+__device__ __forceinline__ void RotateBy(float& a, float& b, float c, float s) {
   const float a0 = a, b0 = b;
   a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
   b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
+}
+
+/// RopeKernel's rotation of the pair (a, b) at pair index i of a head at `position`.
+__device__ __forceinline__ void RotatePair(float& a, float& b, int64_t position, int i,
+                                           const RopeArgs& rope) {
+  float c, s;
+  RopeCosSin(position, i, rope, &c, &s);
+  RotateBy(a, b, c, s);
 }
 
 /// QdqFp8Kernel's rounding of one 128-wide block held four values a lane (v[k] at c0 + k of a

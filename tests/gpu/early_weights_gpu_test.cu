@@ -1,8 +1,9 @@
 // Early weight loads (kernels/launch.cuh, EarlyWeightLoads): the FP8 GEMV, the tensor-core FP8
-// GEMV, the bf16 GEMV and the mHC collapse may load weights before their programmatic-launch
-// wait, never their activations. Inside a CUDA graph (where the next kernel does start early) a
-// slow producer writes the activations just before each product; the product must give the bits it
-// gives with early loads off, and not those of the activations' stale contents.
+// GEMV, the bf16 GEMV, the mHC collapse and the norm launches may load weights before their
+// programmatic-launch wait, never their activations. Inside a CUDA graph (where the next kernel
+// does start early) a slow producer writes the activations just before each product; the product
+// must give the bits it gives with early loads off, and not those of the activations' stale
+// contents.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/fused_glue.h"
 #include "kernels/hyper_collapse.h"
 #include "kernels/launch.cuh"
 #include "kernels/linear_bf16.h"
@@ -204,6 +206,45 @@ TEST_F(EarlyWeightsGpuTest, HyperCollapseReadsItsStreamsAndDotsAfterTheWait) {
                              norm_weight.get(), o + normed_at, o + fp8_at, st);
       },
       o, (fp8_at + rows * dim) * sizeof(float), "HyperCollapse");
+}
+
+TEST_F(EarlyWeightsGpuTest, NormRopeQdqReadsItsRowsAndPositionsAfterTheWait) {
+  // A rotated row of 512 (the kv norm's shape: weights and the pair's weights before the wait)
+  // and one of 1,024 with the FP8 round trip (q_lora's), in one launch.
+  const int64_t rows = 3, dim = 512, rows_b = 2, dim_b = 1024;
+  std::vector<float> inv_freq(32);
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -float(i) / 32);
+  const std::vector<int64_t> positions = {7, 1000, 123456};
+  testing::DeviceVector<float> weight(Random(dim)), weight_b(Random(dim_b)), freq(inv_freq);
+  // Both jobs' rows in one buffer, late together.
+  const int64_t x_size = rows * dim + rows_b * dim_b;
+  testing::DeviceVector<float> x_src(Random(x_size)), x_dst{std::vector<float>(x_size)};
+  testing::DeviceVector<int64_t> pos_src(positions), pos_dst{std::vector<int64_t>(rows)};
+  // y, then job b's y and its FP8 round trip, in one buffer.
+  const int64_t b_at = rows * dim, fp8_at = b_at + rows_b * dim_b;
+  testing::DeviceVector<float> out{std::vector<float>(fp8_at + rows_b * dim_b)};
+  RopeArgs rope;
+  rope.head_dim = dim;
+  rope.rope_dim = 64;
+  rope.inv_freq = freq.get();
+  rope.positions = pos_dst.get();
+  float* o = out.get();
+  ExpectSameBits(
+      {{x_src.get(), x_dst.get(), x_size * sizeof(float)},
+       {pos_src.get(), pos_dst.get(), rows * sizeof(int64_t)}},
+      [&](cudaStream_t st) {
+        const NormJob a{x_dst.get(), weight.get(), rows, dim, 1e-6f, &rope, o};
+        const NormJob b{x_dst.get() + rows * dim,
+                        weight_b.get(),
+                        rows_b,
+                        dim_b,
+                        1e-6f,
+                        nullptr,
+                        o + b_at,
+                        o + fp8_at};
+        return RmsNormRopeQdqPair(a, b, st);
+      },
+      o, (fp8_at + rows_b * dim_b) * sizeof(float), "RmsNormRopeQdqPair");
 }
 
 }  // namespace
