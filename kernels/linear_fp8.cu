@@ -197,11 +197,12 @@ __global__ void Fp8GemvWideKernel(WideProducts prods, int64_t in, const float* _
   });
 }
 
-// Warps a product's column split aims for. Half the H200's resident warps (8,448): the
-// wq_a+wkv pair's two products, each split to 8,192 and 4,096 warps, made 1.45 waves of one
-// 512-column step a warp (nineteenth session's profile); at 4,096 each the pair is one wave of
-// two-step warps, both steps loaded before the programmatic-launch wait. (Experiment: was 8,192.)
-constexpr int64_t kTargetWarps = 4096;
+// Warps a product's column split aims for: a quarter of the H200's resident warps (8,448). The
+// short products (wq_a and wkv, the shared expert) then split 2-4 ways instead of 8, so each warp
+// keeps more loads of its own in flight, and the wq_a+wkv pair is one wave (1.45 at 8,192).
+// Measured in whole decode steps (bench/RESULTS-gpu.md, "Fewer column splits"): 8,192 -> 4,096
+// took 2.2 % off batch 1, 4,096 -> 2,048 another 0.4-0.7 %.
+constexpr int64_t kTargetWarps = 2048;
 
 // Weight rows per warp for one activation row: more rows per warp amortise the activation loads
 // (measured on the H200: 1.5 -> 2.7 TB/s at one row), as long as 2,048 warps remain to keep the
