@@ -11,23 +11,31 @@
 # (bench/gpu_session.sh's kernel-shaped ones, with --vocab 129280).
 # DAEMON_FLAGS: more deepinferd flags (e.g. `--device-sampling off`, whose answers must be the
 # same as with the default's draws on the stepper).
-# Prints "PASS|FAIL KIND temperature=T ANSWER" a request; exit status 1 if any line fails.
+# Prints "PASS|FAIL KIND temperature=T ANSWER" a request (ERROR when the client itself failed);
+# exit status 1 if any line is not PASS, 2 if the checkpoint or the daemon did not come up.
 set -uo pipefail
 bin=${1:-build/bin}
 shift || true
 spec=("$@")
 [ ${#spec[@]} -eq 0 ] && spec=(--quantize fp8-fp4 --vocab 129280 --hidden 64 --seed 7)
 work=$(mktemp -d)
-trap 'kill "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
+daemon=
+trap '[ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon"; rm -rf "$work"' EXIT
 "$bin/deepinfer-model" make-tiny --out "$work/m" "${spec[@]}" >/dev/null || exit 2
 sock=$work/s
 "$bin/deepinferd" --model "$work/m" --tokenizer "${TOKENIZER:-deps/tokenizer-v4-test}" \
   --socket "$sock" --device "${DEVICE:-cpu}" --threads 2 --log-level error ${DAEMON_FLAGS:-} &
 daemon=$!
+up=0
 for _ in $(seq 300); do
-  "$bin/deepinfer" --socket "$sock" health >/dev/null 2>&1 && break
+  kill -0 "$daemon" 2>/dev/null || break
+  if "$bin/deepinfer" --socket "$sock" health >/dev/null 2>&1; then
+    up=1
+    break
+  fi
   sleep 0.2
 done
+[ $up -eq 1 ] || { echo "constrained_draws.sh: deepinferd did not come up" >&2; exit 2; }
 
 # KIND, the response_format, and the python3 check of the answer (in $answer).
 kinds=(regex json_schema grammar)
@@ -46,15 +54,17 @@ check[grammar]='import re; assert re.fullmatch(r"(yes|no) [1-9][0-9]?", answer)'
 failed=0
 for kind in "${kinds[@]}"; do
   for temperature in 0 1; do
-    answer=$("$bin/deepinfer" --socket "$sock" generate --prompt "Answer:" --max-tokens 40 \
+    answer=$("$bin/deepinfer" --socket "$sock" generate --prompt "Answer:" --max-tokens 64 \
       --temperature "$temperature" --seed 11 --response-format "${format[$kind]}")
     rc=$?
     verdict=PASS
-    if [ $rc -ne 0 ] || ! answer=$answer python3 -c "import os; answer = os.environ['answer']
+    if [ $rc -ne 0 ]; then
+      verdict=ERROR
+    elif ! answer=$answer python3 -c "import os; answer = os.environ['answer']
 ${check[$kind]}" 2>/dev/null; then
       verdict=FAIL
-      failed=1
     fi
+    [ $verdict = PASS ] || failed=1
     printf '%s %s temperature=%s %q\n' "$verdict" "$kind" "$temperature" "$answer"
   done
 done

@@ -1,7 +1,8 @@
 // bench/constrained_draws.sh, the end-to-end check of draws under a grammar through deepinferd
 // (run on the GPU host with DEVICE=cuda), run here on the CPU backend: every answer of the real
 // daemon passes its constraint's check, and with a client that drops the response format every
-// answer fails it, so the script's checks are the ones that decide.
+// answer fails it, so the script's checks are the ones that decide; a daemon that never comes up
+// is its own error, not six constraint failures.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -53,7 +54,23 @@ TEST_F(ConstrainedDrawsScriptTest, AnswersWithoutTheConstraintFailTheChecks) {
   ASSERT_EQ(RunCommand("chmod +x " + (dir / "deepinfer")).code, 0);
   const CommandRun r = Run(dir.path());
   EXPECT_EQ(r.code, 1) << r.out;
+  // Answers that came back and failed their checks, not a client or daemon that failed.
   EXPECT_EQ(testing::CountOf(r.out, "FAIL "), 6u) << r.out;
+  EXPECT_EQ(testing::CountOf(r.out, "ERROR "), 0u) << r.out;
+  EXPECT_EQ(testing::CountOf(r.out, "''"), 0u) << "an empty answer\n" << r.out;
+}
+
+TEST_F(ConstrainedDrawsScriptTest, ADaemonThatDoesNotComeUpIsNotAConstraintFailure) {
+  TempDir dir;
+  for (const char* tool : {"deepinfer", "deepinfer-model"}) {
+    ASSERT_EQ(RunCommand("ln -s " + bin_ + "/" + tool + " " + (dir / tool)).code, 0);
+  }
+  std::ofstream(dir / "deepinferd") << "#!/usr/bin/env bash\nexit 3\n";
+  ASSERT_EQ(RunCommand("chmod +x " + (dir / "deepinferd")).code, 0);
+  const CommandRun r = Run(dir.path());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("deepinferd did not come up"), std::string::npos) << r.out;
+  EXPECT_EQ(testing::CountOf(r.out, "FAIL "), 0u) << r.out;
 }
 
 }  // namespace
