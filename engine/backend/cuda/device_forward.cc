@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -85,13 +86,13 @@ class DeviceForwardImpl final : public DeviceForward {
       if (b == opt_.max_batch) break;
     }
     // Each bucket runs once eagerly with its head (kernels set their attributes on first
-    // launch), then its body is captured (the head runs after the graph, on the rows asked for);
-    // every row is padding here, which only the spare slot sees.
+    // launch), then its body and head are captured; every row is padding here, which only the
+    // spare slot sees.
     FillInputs({}, {}, {}, buckets_.back());
     DI_RETURN_IF_ERROR(Upload());
     for (int b : buckets_) {
       DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, b, stream_), "warm-up step"));
-      DI_RETURN_IF_ERROR(KernelStatus(EnqueueHead(plan_, false, b, stream_), "warm-up step"));
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueHead(plan_, true, b, stream_), "warm-up step"));
       DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
       if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
     }
@@ -204,19 +205,19 @@ class DeviceForwardImpl final : public DeviceForward {
     return CheckStepRows(slots, tokens, lengths_.data(), limits, seen_);
   }
 
-  // Uploads a checked step's inputs and launches it (no synchronisation).
-  // (The LM head runs after the graph, on the rows asked for: logit_rows, or all.)
+  // Uploads a checked step's inputs and launches it (no synchronisation). The LM head computes
+  // the rows asked for (logit_rows, or all): in the graph through out_rows, eagerly after the
+  // body otherwise.
   Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                 std::span<const int32_t> logit_rows) {
     const int rows = static_cast<int>(slots.size());
     const int bucket = *std::lower_bound(buckets_.begin(), buckets_.end(), rows);
     FillInputs(slots, tokens, logit_rows, bucket);
     DI_RETURN_IF_ERROR(Upload());
-    if (opt_.graphs) {
-      DI_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph"));
-    } else {
-      DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
+    if (opt_.graphs) {  // the head in the graph too, on the bucket's rows (FillInputs)
+      return CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph");
     }
+    DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
     const bool chosen = !logit_rows.empty();
     return KernelStatus(
         EnqueueHead(plan_, chosen, chosen ? static_cast<int>(logit_rows.size()) : rows, stream_),
@@ -284,11 +285,19 @@ class DeviceForwardImpl final : public DeviceForward {
     return Status::Ok();
   }
 
-  // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0.
+  // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0. The rows
+  // whose logits are asked for (all rows when logit_rows is empty) come first in out_rows; the
+  // rest of the bucket's entries gather row 0 for the graph's head, whose extra logits nobody
+  // reads.
   void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                   std::span<const int32_t> logit_rows, int bucket) {
     const int64_t all = opt_.slots + 1;
-    std::copy(logit_rows.begin(), logit_rows.end(), host_.out_rows);
+    if (logit_rows.empty()) {
+      std::iota(host_.out_rows, host_.out_rows + bucket, 0);
+    } else {
+      std::copy(logit_rows.begin(), logit_rows.end(), host_.out_rows);
+      std::fill(host_.out_rows + logit_rows.size(), host_.out_rows + bucket, 0);
+    }
     LayOutStepRows(slots, tokens, lengths_.data(), opt_.slots, bucket,
                    {host_.tokens, host_.slot, host_.pos, host_.seg_begin, host_.seg_slot});
     for (int i = 0; i < bucket; ++i) {
@@ -313,7 +322,11 @@ class DeviceForwardImpl final : public DeviceForward {
     cudaGraph_t graph = nullptr;
     DI_RETURN_IF_ERROR(
         CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capture"));
-    const int rc = EnqueueBody(plan_, bucket, stream_);
+    // The head in the graph on all the bucket's rows, gathered through out_rows: its launch
+    // then overlaps the body's last kernel instead of waiting for the graph to drain (-2 % at
+    // batch 1, bench/RESULTS-gpu.md), and the rows past those asked for cost a GEMV row each.
+    int rc = EnqueueBody(plan_, bucket, stream_);
+    if (rc == 0) rc = EnqueueHead(plan_, true, bucket, stream_);
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     if (rc != 0 || end != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);
