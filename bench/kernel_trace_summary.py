@@ -9,14 +9,17 @@ replayed most often is summarised (or --graph), over its last N launches (the ti
 Two measures per kernel, medians over the launches:
 - dur: its own start to end. With overlapped launches (griddepcontrol) a kernel starts while its
   producer still runs and waits, so dur counts that wait too.
-- incr: its end minus the latest end of the kernels that ended before it in the same launch (the
-  first kernel: its end minus the launch's first start). The increments of a launch add up to its
-  span, so they divide the step's wall time between the kernels whose ends close each slice:
-  glue on the critical path shows up here, where Nsight Compute's serialized times cannot say.
+- share: the part of the launch's span it is charged with. The span is cut at every kernel's
+  end; the slice up to a kernel's end is its own from its start on, and the part of the slice
+  before its start goes to the kernels running then, shared equally (none running: idle). So
+  in a chain of overlapped launches each kernel is charged from its producer's end to its own,
+  a short kernel that ends inside a long one on a side stream is not charged with the long
+  one's time, and the shares and the idle time add up to the span: glue on the critical path
+  shows up here, where Nsight Compute's serialized times cannot say.
 
 Kernels are "products" when they read weights or the cache in bulk (GEMVs, experts, attention,
 the indexer) and "glue" otherwise; both sums are printed. --step-csv writes one launch's kernels
-in order of their median start (name, grid, block, start_us, dur_us, incr_us).
+in order of their median start (name, grid, block, start_us, dur_us, share_us).
 """
 import argparse
 import collections
@@ -49,14 +52,27 @@ def load(path):
     return launches
 
 
+def shared_out(kernels, a, b, share):
+    """Charges [a, b) to the kernels running in it, shared equally at each instant."""
+    cuts = sorted({a, b} | {t for k in kernels for t in (k["start"], k["end"]) if a < t < b})
+    for lo, hi in zip(cuts, cuts[1:]):
+        running = [k for k in kernels if k["start"] <= lo and k["end"] >= hi]
+        for k in running:
+            share[k["node"]] += (hi - lo) / len(running)
+
+
 def step_measures(kernels):
-    """Per node: (start offset, dur, incr) in ns; and the launch's span and busy union."""
+    """Per node: (start offset, dur, share) in ns; and the launch's span and busy union."""
     t0 = min(k["start"] for k in kernels)
-    by_end = sorted(kernels, key=lambda k: (k["end"], k["start"]))
-    out, last_end = {}, t0
-    for k in by_end:
-        out[k["node"]] = (k["start"] - t0, k["end"] - k["start"], max(0, k["end"] - last_end))
-        last_end = max(last_end, k["end"])
+    share = collections.defaultdict(float)
+    last_end = t0
+    for k in sorted(kernels, key=lambda k: (k["end"], k["start"])):
+        if k["end"] > last_end:
+            own_from = max(last_end, k["start"])
+            shared_out(kernels, last_end, own_from, share)
+            share[k["node"]] += k["end"] - own_from
+            last_end = k["end"]
+    out = {k["node"]: (k["start"] - t0, k["end"] - k["start"], share[k["node"]]) for k in kernels}
     busy, cur_s, cur_e = 0, None, None
     for k in sorted(kernels, key=lambda k: k["start"]):
         if cur_e is None or k["start"] > cur_e:
@@ -105,20 +121,20 @@ def main():
     for label, pick in (("products", True), ("glue", False)):
         ms = [m for n, m in med.items() if is_product(nodes[n]["name"]) == pick]
         print(f"{label:9s} {len(ms):4d} kernels  dur {sum(m[1] for m in ms):8.1f} us  "
-              f"incr {sum(m[2] for m in ms):8.1f} us")
+              f"share {sum(m[2] for m in ms):8.1f} us")
     by_name = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for n, m in med.items():
         entry = by_name[nodes[n]["name"]]
         entry[0] += 1
         entry[1] += m[1]
         entry[2] += m[2]
-    print(f"{'incr us':>9s} {'dur us':>9s} {'count':>5s}  kernel")
-    for name, (count, dur, incr) in sorted(by_name.items(), key=lambda kv: -kv[1][2]):
-        print(f"{incr:9.1f} {dur:9.1f} {count:5d}  {name}")
+    print(f"{'share us':>9s} {'dur us':>9s} {'count':>5s}  kernel")
+    for name, (count, dur, share) in sorted(by_name.items(), key=lambda kv: -kv[1][2]):
+        print(f"{share:9.1f} {dur:9.1f} {count:5d}  {name}")
     if args.step_csv:
         with open(args.step_csv, "w", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(["kernel", "grid", "block", "start_us", "dur_us", "incr_us"])
+            w.writerow(["kernel", "grid", "block", "start_us", "dur_us", "share_us"])
             for n in sorted(med, key=lambda n: med[n][0]):
                 k = nodes[n]
                 w.writerow([k["name"], k["grid"], k["block"]] + [f"{v:.3f}" for v in med[n]])

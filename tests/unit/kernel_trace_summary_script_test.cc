@@ -1,7 +1,8 @@
 // bench/kernel_trace_summary.py on a hand-made trace in libdi_kernel_trace.so's format
 // (bench/kernel_trace.cc): a step's kernels are grouped by their graph launch, the graph replayed
 // most often is picked, and each kernel's increment (its end past the latest earlier end) divides
-// the launch's span between the kernels, products and glue apart.
+// the launch's span between the kernels, products and glue apart, without charging a short kernel
+// with the time of a long one it ends inside.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -22,12 +23,14 @@ struct Kernel {
   const char* name;
 };
 
-// Five kernels of one launch: the GEMV starts early (an overlapped launch waiting on the embed),
-// the experts run beside the norm, and the mHC post starts after a 2 us gap.
+// Six kernels of one launch: the GEMV starts early (an overlapped launch waiting on the embed),
+// the experts run beside the norm and, on a side stream, a quantisation that ends inside them;
+// the mHC post starts after a 2 us gap.
 constexpr Kernel kStep[] = {{1, 0, 2000, "EmbedKernel"},
                             {2, 1000, 10000, "Fp8GemvWideKernel<1, 1, 1>"},
                             {3, 9000, 12000, "NormRopeQdqKernel"},
                             {4, 10500, 20000, "Fp4LimbsKernel<4, true>"},
+                            {6, 17000, 18000, "QuantizeActKernel"},
                             {5, 22000, 23000, "HyperPostKernel<4>"}};
 
 class KernelTraceSummaryTest : public ::testing::Test {
@@ -59,27 +62,33 @@ class KernelTraceSummaryTest : public ::testing::Test {
 TEST_F(KernelTraceSummaryTest, DividesTheSpanBetweenTheKernelsOfTheMostReplayedGraph) {
   const CommandRun r = Summary("--last 3 --step-csv " + (dir_ / "step.csv"));
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("graph 7: 3 launches, 5 kernels a launch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("graph 7: 3 launches, 6 kernels a launch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("span 23.0 us (min 23.0, max 23.0), GPU busy 21.0 us, idle 2.0 us, "
-                       "kernel durations sum 24.5 us"),
+                       "kernel durations sum 25.5 us"),
             std::string::npos)
       << r.out;
-  // Products: the GEMV (9 us, ends 8 us after the embed) and the experts (9.5, 8).
-  EXPECT_NE(r.out.find("products     2 kernels  dur     18.5 us  incr     16.0 us"),
+  // Products: the GEMV (9 us, 8 from the embed's end to its own) and the experts (9.5 us, the
+  // 8 us from the norm's end less the 1 us the quantisation ran to its end inside them).
+  EXPECT_NE(r.out.find("products     2 kernels  dur     18.5 us  share     15.0 us"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("glue         3 kernels  dur      6.0 us  incr      7.0 us"),
+  EXPECT_NE(r.out.find("glue         4 kernels  dur      7.0 us  share      6.0 us"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("      3.0       1.0     1  HyperPostKernel<4>"), std::string::npos)
+  EXPECT_NE(r.out.find("      7.0       9.5     1  Fp4LimbsKernel<4, true>"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("      1.0       1.0     1  QuantizeActKernel"), std::string::npos)
+      << r.out;
+  // The gap before the post is idle, not the post's.
+  EXPECT_NE(r.out.find("      1.0       1.0     1  HyperPostKernel<4>"), std::string::npos)
       << r.out;
   const std::string step = testing::ReadFile(dir_ / "step.csv");
-  EXPECT_EQ(step.find("kernel,grid,block,start_us,dur_us,incr_us\nEmbedKernel,"), 0u) << step;
+  EXPECT_EQ(step.find("kernel,grid,block,start_us,dur_us,share_us\nEmbedKernel,"), 0u) << step;
   EXPECT_NE(step.find("\"Fp8GemvWideKernel<1, 1, 1>\",\"(64, 8, 1)\",\"(256, 1, 1)\",1.000,9.000,"
                       "8.000\nNormRopeQdqKernel"),
             std::string::npos)
       << step;
-  EXPECT_NE(step.find("\nHyperPostKernel<4>,\"(64, 8, 1)\",\"(256, 1, 1)\",22.000,1.000,3.000"),
+  EXPECT_NE(step.find("\nHyperPostKernel<4>,\"(64, 8, 1)\",\"(256, 1, 1)\",22.000,1.000,1.000"),
             std::string::npos)
       << step;
 }
