@@ -52,6 +52,9 @@ std::string ShortName(const char* mangled) {
       name.erase(at, std::strlen(prefix));
     }
   }
+  // A CSV field in quotes: quotes inside it doubled (operator"" names have them).
+  for (size_t at = 0; (at = name.find('"', at)) != std::string::npos; at += 2)
+    name.insert(at, 1, '"');
   return name;
 }
 
@@ -79,6 +82,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    // A forced flush at exit may hand over a kernel whose times were never filled in.
+    if (k->start == 0 || k->end < k->start) continue;
     std::fprintf(g_out, "%u,%u,%llu,%u,%llu,%llu,%d,%d,%d,%d,%d,%d,%u,\"%s\"\n", k->correlationId,
                  k->graphId, static_cast<unsigned long long>(k->graphNodeId), k->streamId,
                  static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),

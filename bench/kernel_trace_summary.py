@@ -15,7 +15,10 @@ Two measures per kernel, medians over the launches:
   in a chain of overlapped launches each kernel is charged from its producer's end to its own,
   a short kernel that ends inside a long one on a side stream is not charged with the long
   one's time, and the shares and the idle time add up to the span: glue on the critical path
-  shows up here, where Nsight Compute's serialized times cannot say.
+  shows up here, where Nsight Compute's serialized times cannot say. Of kernels that end at the
+  same instant the one that started first is charged with the slice.
+The printed totals are sums over kernels of their medians (each launch's shares and idle time
+add up to its span exactly; the medians of different kernels come from different launches).
 
 Kernels are "products" when they read weights or the cache in bulk (GEMVs, experts, attention,
 the indexer) and "glue" otherwise; both sums are printed. --step-csv writes one launch's kernels
@@ -39,12 +42,13 @@ def load(path):
     launches = collections.defaultdict(list)
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r["graph"] == "0":
+            start, end = int(r["start_ns"]), int(r["end_ns"])
+            if r["graph"] == "0" or start == 0 or end < start:  # eager, or times never filled
                 continue
             launches[(int(r["graph"]), int(r["correlation"]))].append({
                 "node": int(r["node"]),
-                "start": int(r["start_ns"]),
-                "end": int(r["end_ns"]),
+                "start": start,
+                "end": end,
                 "grid": f'({r["grid_x"]}, {r["grid_y"]}, {r["grid_z"]})',
                 "block": f'({r["block_x"]}, {r["block_y"]}, {r["block_z"]})',
                 "name": r["name"],

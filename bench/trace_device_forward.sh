@@ -26,8 +26,12 @@ run() {
 step_us() { python3 -c 'import json, sys
 print(" ".join("%.1f" % json.loads(l)["us_per_step"] for l in open(sys.argv[1]) if l[:1] == "{"))' "$1"; }
 run >"$out/plain.jsonl" 2>&1 || { echo "plain run failed" >&2; tail -5 "$out/plain.jsonl" >&2; exit 1; }
+rm -f "$out/trace.csv" "$out/trace.csv.gz"  # never summarise an earlier run's trace
 CUDA_INJECTION64_PATH=$lib DI_KERNEL_TRACE=$out/trace.csv run >"$out/traced.jsonl" 2>&1 ||
   { echo "traced run failed" >&2; tail -5 "$out/traced.jsonl" >&2; exit 1; }
+[ -s "$out/trace.csv" ] || { echo "no trace written: did the CUDA driver load $lib?" >&2; exit 1; }
+# CUPTI drops records when its buffers fill; the summary would then cover part of the steps.
+grep -h "di_kernel_trace:" "$out/traced.jsonl" >&2 && echo "trace_device_forward.sh: see above" >&2
 echo "us per step: plain $(step_us "$out/plain.jsonl"), traced $(step_us "$out/traced.jsonl")"
 python3 "$here/kernel_trace_summary.py" "$out/trace.csv" --last "$steps" \
   --step-csv "$out/step.csv" >"$out/summary.txt" || exit 1

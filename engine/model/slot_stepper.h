@@ -33,7 +33,8 @@ class SlotStepper {
   /// Appends tokens[i] to the sequence in slots[i] (a slot's rows consecutive: CheckStepRows)
   /// and writes the next-token logits after row logit_rows[k] to logits[k * vocab ..] — the rows
   /// a caller needs, ascending (CheckLogitRows; empty: every row), so that a prompt chunk costs
-  /// the LM head and the copy of its last row only. Bad input changes nothing.
+  /// the copy of its last row only, and the LM head of that row alone wherever the head is not
+  /// cheaper run on all of a small step's rows. Bad input changes nothing.
   virtual Status Step(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                       std::span<const int32_t> logit_rows, float* logits) = 0;
   /// Step with every row's logits.

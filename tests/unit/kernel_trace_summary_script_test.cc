@@ -1,8 +1,9 @@
 // bench/kernel_trace_summary.py on a hand-made trace in libdi_kernel_trace.so's format
 // (bench/kernel_trace.cc): a step's kernels are grouped by their graph launch, the graph replayed
-// most often is picked, and each kernel's increment (its end past the latest earlier end) divides
-// the launch's span between the kernels, products and glue apart, without charging a short kernel
-// with the time of a long one it ends inside.
+// most often is picked, and each kernel's share (the slice of the span up to its end, from its
+// start on; the part before its start shared among the kernels running then) divides the span
+// between the kernels, products and glue apart, without charging a short kernel with the time of
+// a long one it ends inside.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -50,6 +51,8 @@ class KernelTraceSummaryTest : public ::testing::Test {
       }
     }
     f << "20,9,1,13,9000000,9005000,1,1,1,32,1,1,16,\"EmbedKernel\"\n";
+    // A record a forced flush left without times, in the last launch of graph 7: skipped.
+    f << "13,7,99,13,0,0,1,1,1,32,1,1,16,\"LateKernel\"\n";
   }
   CommandRun Summary(const std::string& args) {
     return RunCommand("python3 " + src_ + "/bench/kernel_trace_summary.py " + (dir_ / "trace.csv") +
@@ -77,8 +80,7 @@ TEST_F(KernelTraceSummaryTest, DividesTheSpanBetweenTheKernelsOfTheMostReplayedG
       << r.out;
   EXPECT_NE(r.out.find("      7.0       9.5     1  Fp4LimbsKernel<4, true>"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("      1.0       1.0     1  QuantizeActKernel"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("      1.0       1.0     1  QuantizeActKernel"), std::string::npos) << r.out;
   // The gap before the post is idle, not the post's.
   EXPECT_NE(r.out.find("      1.0       1.0     1  HyperPostKernel<4>"), std::string::npos)
       << r.out;

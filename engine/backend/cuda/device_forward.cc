@@ -86,13 +86,14 @@ class DeviceForwardImpl final : public DeviceForward {
       if (b == opt_.max_batch) break;
     }
     // Each bucket runs once eagerly with its head (kernels set their attributes on first
-    // launch), then its body and head are captured; every row is padding here, which only the
-    // spare slot sees.
+    // launch), then its body is captured, and its head where HeadInGraph; every row is padding
+    // here, which only the spare slot sees.
     FillInputs({}, {}, {}, buckets_.back());
     DI_RETURN_IF_ERROR(Upload());
     for (int b : buckets_) {
       DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, b, stream_), "warm-up step"));
-      DI_RETURN_IF_ERROR(KernelStatus(EnqueueHead(plan_, true, b, stream_), "warm-up step"));
+      DI_RETURN_IF_ERROR(
+          KernelStatus(EnqueueHead(plan_, HeadInGraph(b), b, stream_), "warm-up step"));
       DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warm-up step"));
       if (opt_.graphs) DI_RETURN_IF_ERROR(Capture(b));
     }
@@ -206,18 +207,20 @@ class DeviceForwardImpl final : public DeviceForward {
   }
 
   // Uploads a checked step's inputs and launches it (no synchronisation). The LM head computes
-  // the rows asked for (logit_rows, or all): in the graph through out_rows, eagerly after the
-  // body otherwise.
+  // the rows asked for (logit_rows, or all): in the graph through out_rows where HeadInGraph,
+  // eagerly after the body otherwise.
   Status Launch(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                 std::span<const int32_t> logit_rows) {
     const int rows = static_cast<int>(slots.size());
     const int bucket = *std::lower_bound(buckets_.begin(), buckets_.end(), rows);
     FillInputs(slots, tokens, logit_rows, bucket);
     DI_RETURN_IF_ERROR(Upload());
-    if (opt_.graphs) {  // the head in the graph too, on the bucket's rows (FillInputs)
-      return CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph");
+    if (opt_.graphs) {
+      DI_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(graphs_.at(bucket), stream_), "graph"));
+      if (HeadInGraph(bucket)) return Status::Ok();  // on the bucket's rows (FillInputs)
+    } else {
+      DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
     }
-    DI_RETURN_IF_ERROR(KernelStatus(EnqueueBody(plan_, bucket, stream_), "step"));
     const bool chosen = !logit_rows.empty();
     return KernelStatus(
         EnqueueHead(plan_, chosen, chosen ? static_cast<int>(logit_rows.size()) : rows, stream_),
@@ -287,8 +290,8 @@ class DeviceForwardImpl final : public DeviceForward {
 
   // Rows past the real ones are padding: the spare slot (opt_.slots) at position 0. The rows
   // whose logits are asked for (all rows when logit_rows is empty) come first in out_rows; the
-  // rest of the bucket's entries gather row 0 for the graph's head, whose extra logits nobody
-  // reads.
+  // rest of the bucket's entries gather row 0 for a graph's head (HeadInGraph), whose extra
+  // logits nobody reads.
   void FillInputs(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                   std::span<const int32_t> logit_rows, int bucket) {
     const int64_t all = opt_.slots + 1;
@@ -318,15 +321,22 @@ class DeviceForwardImpl final : public DeviceForward {
         cudaMemcpyAsync(in_dev_, host_in_, in_bytes_, cudaMemcpyHostToDevice, stream_), "inputs");
   }
 
+  // Whether a bucket's graph holds the LM head too, on all the bucket's rows gathered through
+  // out_rows: its launch then overlaps the body's last kernel instead of waiting for the graph
+  // to drain (-1 % at batch 1, bench/RESULTS-gpu.md). Only up to kGemvMaxRows rows of a bf16
+  // head, where the head is the bf16 GEMV, whose row sums do not depend on the row count (so a
+  // step's logits are those of the eager head on the rows asked for) and whose extra rows cost
+  // little; larger buckets, and prompt chunks in them, keep the head after the graph on the
+  // rows asked for only.
+  bool HeadInGraph(int bucket) const {
+    return bucket <= kGemvMaxRows && (model_.head.format == WeightFormat::kBF16 || opt_.cpu_order);
+  }
   Status Capture(int bucket) {
     cudaGraph_t graph = nullptr;
     DI_RETURN_IF_ERROR(
         CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capture"));
-    // The head in the graph on all the bucket's rows, gathered through out_rows: its launch
-    // then overlaps the body's last kernel instead of waiting for the graph to drain (-2 % at
-    // batch 1, bench/RESULTS-gpu.md), and the rows past those asked for cost a GEMV row each.
     int rc = EnqueueBody(plan_, bucket, stream_);
-    if (rc == 0) rc = EnqueueHead(plan_, true, bucket, stream_);
+    if (rc == 0 && HeadInGraph(bucket)) rc = EnqueueHead(plan_, true, bucket, stream_);
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     if (rc != 0 || end != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);
