@@ -66,7 +66,7 @@ def shared_out(kernels, a, b, share):
 
 
 def step_measures(kernels):
-    """Per node: (start offset, dur, share) in ns; and the launch's span and busy union."""
+    """Per node: (start offset, dur, share) in ns; and the launch's span and busy time."""
     t0 = min(k["start"] for k in kernels)
     share = collections.defaultdict(float)
     last_end = t0
@@ -77,16 +77,8 @@ def step_measures(kernels):
             share[k["node"]] += k["end"] - own_from
             last_end = k["end"]
     out = {k["node"]: (k["start"] - t0, k["end"] - k["start"], share[k["node"]]) for k in kernels}
-    busy, cur_s, cur_e = 0, None, None
-    for k in sorted(kernels, key=lambda k: k["start"]):
-        if cur_e is None or k["start"] > cur_e:
-            if cur_e is not None:
-                busy += cur_e - cur_s
-            cur_s, cur_e = k["start"], k["end"]
-        else:
-            cur_e = max(cur_e, k["end"])
-    busy += cur_e - cur_s
-    return out, last_end - t0, busy
+    # Only instants with a kernel running are charged, so the shares add up to the busy time.
+    return out, last_end - t0, sum(share.values())
 
 
 def main():

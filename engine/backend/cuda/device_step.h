@@ -128,9 +128,8 @@ Status AllocSideBuffers(const StepPlan& plan, int max_batch, DeviceMemory& mem, 
 int EnqueueBody(const StepPlan& plan, int rows, void* stream);
 /// The LM head after EnqueueBody: logits [n_out, vocab] of rows plan.in.out_rows[0 .. n_out)
 /// (chosen_rows false: of rows 0 .. n_out - 1) into plan.buf.logits. The device forward captures
-/// it in the graphs of up to kGemvMaxRows rows (on all their rows) and runs it after the others'
-/// on the rows asked for only, so that a chunk's step in a large bucket pays the head for the
-/// rows it returns only.
+/// it in the graphs of up to kGemvMaxRows rows, on all their rows; larger buckets run it after
+/// the graph on the asked rows only, so that a chunk there pays the head for those rows alone.
 int EnqueueHead(const StepPlan& plan, bool chosen_rows, int n_out, void* stream);
 
 /// Largest attention splits per query MqaDecodeFp8Rows gets at `rows` queries.
