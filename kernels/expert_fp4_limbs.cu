@@ -14,7 +14,7 @@ namespace deepinfer::kernels {
 namespace {
 
 static_assert(kActLimbBlockBytes == kLimbBlockBytes, "one limb layout");
-constexpr int kWarpsPerBlock = 8;
+constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxGridY = 65535;
 
 // One warp per 128-value block of a row (ActLimbsWarp).
@@ -46,8 +46,12 @@ struct LimbMats {
 // per row a block sum of 24 DP4A in int32 (|sum| < 2^27), scaled by the weight's e8m0 scale and
 // the activations' scale (powers of two: exact) and added in fp32. A row's sums do not depend on
 // Outs or Paired, so the paired launch gives the single one's values bit for bit.
+// Blocks of four warps: a one-token step launches few blocks, and smaller ones spread over more
+// SMs and leave a shorter last wave. Four rows a warp need more than the 80 registers six such
+// blocks an SM leave (they spilled their row pointers and re-formed the decode tables every step);
+// five blocks keep them in 96 (bench/RESULTS-gpu.md, twenty-second session).
 template <int Outs, bool Paired>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32, 3)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, Outs == 4 ? 5 : 6)
     Fp4LimbsKernel(LimbMats mats, int64_t out, int64_t in, const ExpertGroup* __restrict__ groups,
                    int first, const int32_t* __restrict__ live, const uint8_t* __restrict__ limbs,
                    const float* __restrict__ limb_scales, float* __restrict__ y) {
