@@ -26,17 +26,23 @@ class SamplerWorkspace {
  private:
   friend int SampleRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend int GreedyRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
+                        const SampleParams*, const int32_t*, int32_t*, float*, void*);
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
-  float *keys_ = nullptr, *sorted_keys_ = nullptr;
+  float* sorted_keys_ = nullptr;  // each row's masked logits, largest first
   int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
-  int32_t* offsets_ = nullptr;
-  double* probs_ = nullptr;
-  double* prefix_ = nullptr;      // each candidate's running sum, the CPU's order
+  double* probs_ = nullptr;       // the sort's keys, then the candidates' probabilities
+  double* prefix_ = nullptr;      // the sorted keys, then each candidate's running sum (CPU order)
   float* picked_keys_ = nullptr;  // each row's picked token's masked logit
   void* temp_ = nullptr;
   size_t temp_bytes_ = 0;
+  void* greedy_best_ = nullptr;  // GreedyRows' slices: [rows, kGreedySplits] candidates
+  void* greedy_sums_ = nullptr;  // and exp-sums
 };
+
+/// Slices a row at most for GreedyRows (one block each).
+constexpr int kGreedySplits = 32;
 
 /// out[r] = the token SampleToken picks from row rows_of[r] of logits [.., vocab] (rows_of: a
 /// device array; null: row r) with params[r] (device array), after the tokens whose bit is clear
@@ -49,6 +55,14 @@ class SamplerWorkspace {
 /// log-probability among the masked logits: ComputeLogprobs' value, its sum of exponentials in
 /// another order (within float rounding); 0 for the other rows.
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, float* logprobs, void* stream);
+
+/// SampleRows for draws that are all greedy (IsGreedy: temperature <= 0 or top_k 1): the same
+/// tokens (the largest masked logit, lowest id among equals: the sort's first candidate) and
+/// log-probabilities (their sum of exponentials in another order), without the sort: one read of
+/// each row's logits over up to kGreedySplits blocks a row. Every params[r] must be greedy.
+int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);
 

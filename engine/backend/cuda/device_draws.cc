@@ -57,11 +57,14 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     for (const SampleParams& p : params) asked = asked || p.logprob != 0;
     if (logprobs != nullptr && !asked) std::fill(logprobs, logprobs + draws, 0.0f);
     if (!asked) logprobs = nullptr;
-    DI_RETURN_IF_ERROR(
-        KernelStatus(kernels::SampleRows(sampler_, logits, draws, vocab_,
-                                         masks ? dev_masks_ : nullptr, dev_params_, dev_rows_,
-                                         dev_next_, logprobs ? dev_logprobs_ : nullptr, stream),
-                     "sampling"));
+    // A step of greedy draws only takes the argmax, without the sort (bench/RESULTS-gpu.md).
+    bool greedy = true;
+    for (const SampleParams& p : params) greedy = greedy && IsGreedy(p.temperature, p.top_k);
+    const auto sample = greedy ? kernels::GreedyRows : kernels::SampleRows;
+    DI_RETURN_IF_ERROR(KernelStatus(
+        sample(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr, dev_params_,
+               dev_rows_, dev_next_, logprobs ? dev_logprobs_ : nullptr, stream),
+        "sampling"));
     DI_RETURN_IF_ERROR(CudaStatus(
         cudaMemcpyAsync(next, dev_next_, draws * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
         "sampled tokens"));

@@ -1,0 +1,143 @@
+// The GPU sampler (kernels/sampling.h) alone: µs a call of SampleRows (or GreedyRows) for a step's draws, by
+// rows and kind of draw, at V4's vocabulary by default. The device forward runs it after the LM
+// head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this is
+// what a draw adds to a decode step's latency.
+//   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
+// Prints one JSON object per rows, kind and path (the sort, or the argmax for greedy kinds): µs a
+// call (CUDA events over --calls back-to-back calls, after two warm-up calls), and the floor of
+// reading the rows' logits once at the H200's HBM bandwidth.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/sampling.h"
+
+namespace {
+
+constexpr double kHbmBytesPerS = 4.8e12;  // H200
+
+struct Kind {
+  const char* name;
+  deepinfer::kernels::SampleParams params;
+  bool mask;
+};
+
+std::vector<int> ParseList(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+void Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+template <typename T>
+T* Upload(const std::vector<T>& host) {
+  T* dev = nullptr;
+  Check(cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(T)), "cudaMalloc");
+  Check(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  return dev;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> rows_list = {1, 8, 32, 64};
+  int32_t vocab = 129280;
+  int calls = 50;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--rows") {
+      rows_list = ParseList(value);
+    } else if (flag == "--vocab") {
+      vocab = std::stoi(value);
+    } else if (flag == "--calls") {
+      calls = std::stoi(value);
+    } else {
+      std::fprintf(stderr, "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N]\n");
+      return 2;
+    }
+  }
+  if (vocab < 1 || calls < 1 || rows_list.empty()) return 2;
+  // Greedy, greedy under a grammar mask, nucleus sampling, top-k, and nucleus with the picked
+  // token's log-probability: the kinds of draw a serving step mixes.
+  const Kind kinds[] = {{"greedy", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 0}, false},
+                        {"greedy_masked", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 0}, true},
+                        {"greedy_logprob", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 1}, false},
+                        {"top_p", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 0}, false},
+                        {"top_k50", {0.7f, 1.0f, 0.0f, 50, 1, 0, 0, 0}, false},
+                        {"top_p_logprob", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 1}, false}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int rows : rows_list) {
+    std::vector<float> logits(static_cast<size_t>(rows) * vocab);
+    for (float& v : logits) v = normal(rng);
+    const int64_t words = (vocab + 31) / 32;
+    std::vector<uint32_t> mask(rows * words);
+    for (uint32_t& w : mask) w = static_cast<uint32_t>(rng());
+    float* d_logits = Upload(logits);
+    uint32_t* d_mask = Upload(mask);
+    int32_t* d_out = nullptr;
+    float* d_logprobs = nullptr;
+    Check(cudaMalloc(reinterpret_cast<void**>(&d_out), rows * sizeof(int32_t)), "cudaMalloc");
+    Check(cudaMalloc(reinterpret_cast<void**>(&d_logprobs), rows * sizeof(float)), "cudaMalloc");
+    deepinfer::kernels::SamplerWorkspace ws;
+    Check(static_cast<cudaError_t>(ws.Reserve(rows, vocab)), "sampler workspace");
+    cudaStream_t stream;
+    Check(cudaStreamCreate(&stream), "stream");
+    cudaEvent_t t0, t1;
+    Check(cudaEventCreate(&t0), "event");
+    Check(cudaEventCreate(&t1), "event");
+    for (const Kind& kind : kinds) {
+      std::vector<deepinfer::kernels::SampleParams> params(rows, kind.params);
+      for (int r = 0; r < rows; ++r) params[r].stream = r;
+      deepinfer::kernels::SampleParams* d_params = Upload(params);
+      // The sort every kind can take; greedy kinds also the argmax alone (GreedyRows), which
+      // the device forward's draws take when a step's draws are all greedy.
+      for (const bool argmax : {false, true}) {
+        if (argmax && kind.params.temperature > 0.0f) continue;
+        const auto sample =
+            argmax ? deepinfer::kernels::GreedyRows : deepinfer::kernels::SampleRows;
+        auto call = [&] {
+          Check(static_cast<cudaError_t>(sample(ws, d_logits, rows, vocab,
+                                                kind.mask ? d_mask : nullptr, d_params, nullptr,
+                                                d_out, d_logprobs, stream)),
+                "sampling");
+        };
+        call();
+        call();
+        Check(cudaEventRecord(t0, stream), "record");
+        for (int c = 0; c < calls; ++c) call();
+        Check(cudaEventRecord(t1, stream), "record");
+        Check(cudaEventSynchronize(t1), "sync");
+        float ms = 0;
+        Check(cudaEventElapsedTime(&ms, t0, t1), "elapsed");
+        const double us = 1e3 * ms / calls;
+        const double floor_us = rows * static_cast<double>(vocab) * 4 / kHbmBytesPerS * 1e6;
+        std::printf(
+            "{\"rows\": %d, \"vocab\": %d, \"kind\": \"%s\", \"path\": \"%s\", "
+            "\"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
+            rows, vocab, kind.name, argmax ? "argmax" : "sort", us, floor_us);
+        std::fflush(stdout);
+      }
+      cudaFree(d_params);
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    cudaStreamDestroy(stream);
+    cudaFree(d_logits);
+    cudaFree(d_mask);
+    cudaFree(d_out);
+    cudaFree(d_logprobs);
+  }
+  return 0;
+}

@@ -1,0 +1,139 @@
+// GreedyRows (kernels/sampling.h): a step's greedy draws without SampleRows' sort. Each row is
+// cut into kGreedySplits slices, one block a slice; a block finds its slice's largest masked
+// logit (lowest id among equals) and, for rows asking for their log-probability, the slice's
+// max and sum of exp(logit - max) in double. One block a row then joins its slices.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/launch.cuh"
+#include "kernels/sampling.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+// A logit's bits as an unsigned key that orders like the sort's keys, largest first at the top
+// (-0 is +0 by then: PrepareKernel's rule), so the argmax is the sort's first candidate.
+__device__ __forceinline__ uint32_t OrderKey(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct Best {
+  uint32_t key;
+  int32_t id;
+};
+__device__ __forceinline__ Best Better(Best a, Best b) {
+  return (b.key > a.key || (b.key == a.key && b.id < a.id)) ? b : a;
+}
+
+// exp-sums with their own max: (m1, s1) + (m2, s2) rescaled to the larger max; empty parts
+// (max -inf, sum 0) add nothing.
+struct ExpSum {
+  float max;
+  double sum;
+};
+__device__ __forceinline__ ExpSum Join(ExpSum a, ExpSum b) {
+  if (b.max == -INFINITY) return a;
+  if (a.max == -INFINITY) return b;
+  const float m = fmaxf(a.max, b.max);
+  return {
+      m, a.sum * exp(static_cast<double>(a.max) - m) + b.sum * exp(static_cast<double>(b.max) - m)};
+}
+
+template <typename T, typename F>
+__device__ T BlockJoin(T v, F join, T* shared) {
+  for (int off = 16; off > 0; off /= 2) {
+    T other;
+    static_assert(sizeof(T) % 4 == 0);
+    auto* src = reinterpret_cast<uint32_t*>(&v);
+    auto* dst = reinterpret_cast<uint32_t*>(&other);
+    for (int w = 0; w < static_cast<int>(sizeof(T) / 4); ++w)
+      dst[w] = __shfl_down_sync(0xffffffffu, src[w], off);
+    v = join(v, other);
+  }
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) v = join(v, shared[w]);
+  }
+  return v;  // thread 0's is the block's
+}
+
+// Block (slice, row): the slice's best candidate and, when the row asks, its exp-sum.
+__global__ void __launch_bounds__(kThreads)
+    GreedySliceKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
+                      const SampleParams* params, const int32_t* rows_of, Best* best_out,
+                      ExpSum* sums_out) {
+  AwaitProducers();
+  __shared__ Best best_shared[kThreads / 32];
+  __shared__ ExpSum sums_shared[kThreads / 32];
+  const int64_t row = blockIdx.y;
+  const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
+  const int32_t begin = blockIdx.x * slice, end = min(vocab, begin + slice);
+  const float* x = logits + (rows_of ? static_cast<int64_t>(rows_of[row]) : row) * vocab;
+  const uint32_t* mask = bitmask ? bitmask + row * ((vocab + 31) / 32) : nullptr;
+  const bool want_sum = params[row].logprob != 0;
+  Best best{0u, INT32_MAX};
+  ExpSum sum{-INFINITY, 0.0};
+  for (int32_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    float v = x[i] + 0.0f;
+    if (mask && !((mask[i / 32] >> (i % 32)) & 1u)) v = -INFINITY;
+    best = Better(best, {OrderKey(v), i});
+    if (want_sum && v != -INFINITY) sum = Join(sum, {v, 1.0});
+  }
+  best = BlockJoin(best, Better, best_shared);
+  if (want_sum) sum = BlockJoin(sum, Join, sums_shared);
+  if (threadIdx.x == 0) {
+    best_out[row * gridDim.x + blockIdx.x] = best;
+    sums_out[row * gridDim.x + blockIdx.x] = sum;
+  }
+}
+
+// Block row: the row's slices joined in order; the pick and its log-probability, as
+// LogprobKernel forms it (logit less max + log(sum)).
+__global__ void GreedyJoinKernel(const Best* best_in, const ExpSum* sums_in, int slices,
+                                 const SampleParams* params, int32_t* out, float* logprobs) {
+  AwaitProducers();
+  if (threadIdx.x != 0) return;
+  const int64_t row = blockIdx.x;
+  Best best = best_in[row * slices];
+  ExpSum sum = sums_in[row * slices];
+  for (int s = 1; s < slices; ++s) {
+    best = Better(best, best_in[row * slices + s]);
+    sum = Join(sum, sums_in[row * slices + s]);
+  }
+  out[row] = best.id;
+  if (logprobs == nullptr) return;
+  if (!params[row].logprob) {
+    logprobs[row] = 0.0f;
+    return;
+  }
+  const uint32_t u = best.key & 0x80000000u ? best.key & 0x7fffffffu : ~best.key;
+  const double picked = __uint_as_float(u);
+  logprobs[row] = static_cast<float>(picked - (sum.max + log(sum.sum)));
+}
+
+}  // namespace
+
+int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, float* logprobs, void* stream) {
+  if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  // Slices of at least 2,048 ids, at most kGreedySplits a row: V4's vocabulary takes 32 a row.
+  const int slices = static_cast<int>(std::min<int64_t>(kGreedySplits, (vocab + 2047) / 2048));
+  static_assert(sizeof(Best) == 8 && sizeof(ExpSum) == 16, "SamplerWorkspace::Reserve's sizes");
+  auto* best = static_cast<Best*>(ws.greedy_best_);
+  auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
+  LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, best, sums);
+  LaunchKernel(GreedyJoinKernel, static_cast<unsigned>(rows), 32, 0, s, best, sums, slices, params,
+               out, logprobs);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace deepinfer::kernels
