@@ -57,38 +57,84 @@ int RowBits(int64_t rows) {
   return bits;
 }
 
-// Block r: every candidate's probability exp((logit - top) / T) in double, in parallel (each
-// value is what the CPU computes for it).
-__global__ void ProbsKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
-                            double* probs) {
+// A candidate's probability exp((logit - top) / T) in double: the CPU's value for it.
+__device__ __forceinline__ double CandidateProb(const float* k, int32_t i, double top,
+                                                double inv_t) {
+  return exp((k[i] - top) * inv_t);
+}
+
+constexpr int kRunWarps = 8;
+
+// Warp (run r of row blockIdx.y): the run's probabilities (written to probs) and its sum from
+// zero in the candidates' order (run_sums), with each running sum within the run (within) — the
+// ChunkedPrefix terms. The lanes form 32 terms at once; every lane then adds them in order (the
+// same chain on each lane, so no lane waits for another), and lane j keeps the sum after term j.
+__global__ void __launch_bounds__(kRunWarps * 32)
+    RunSumsKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
+                  double* probs, double* within, double* run_sums) {
   AwaitProducers();
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.y;
   const SampleParams p = params[row];
   if (IsGreedy(p.temperature, p.top_k)) return;
   const int32_t n = CandidateCount(p.top_k, vocab);
+  const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (run * kSumChunk >= n) return;
   const float* k = sorted_keys + row * vocab;
   const double inv_t = 1.0 / p.temperature, top = k[0];
-  for (int32_t i = threadIdx.x; i < n; i += blockDim.x)
-    probs[row * vocab + i] = exp((k[i] - top) * inv_t);
+  const int32_t end = min(n, (run + 1) * kSumChunk);
+  double sum = 0;
+  for (int32_t t0 = run * kSumChunk; t0 < end; t0 += 32) {
+    const int32_t i = t0 + lane;
+    const double term = i < end ? CandidateProb(k, i, top, inv_t) : 0.0;
+    double mine = 0;
+    for (int32_t j = 0; j < 32 && t0 + j < end; ++j) {
+      sum += __shfl_sync(0xffffffffu, term, j);
+      if (j == lane) mine = sum;
+    }
+    if (i < end) {
+      probs[row * vocab + i] = term;
+      within[row * vocab + i] = mine;
+    }
+  }
+  if (lane == 0) run_sums[row * kMaxSumRuns + run] = sum;
 }
 
-constexpr int kPickThreads = 256;
+// The first index in [lo, hi) where pass(i) holds, else hi; pass must never turn false again as i
+// grows. A warp probes 32 spaced indices a round (a 32-way search): every lane returns the same.
+template <typename Pass>
+__device__ int32_t WarpFirstPass(int32_t lo, int32_t hi, Pass pass) {
+  const int32_t lane = threadIdx.x % 32, none = hi;
+  while (lo < hi) {
+    const int32_t step = (hi - lo + 31) / 32, at = lo + lane * step;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, at >= hi || pass(at));
+    if (ballot == 0) {  // past every probe
+      lo = lo + 31 * step + 1;
+      continue;
+    }
+    const int first = __ffs(ballot) - 1;
+    if (first == 0) return lo;
+    hi = min(hi, lo + first * step);
+    lo = lo + (first - 1) * step + 1;
+  }
+  return lo < none ? lo : none;
+}
 
-// Block r: PickCandidate (sample_pick.h) on row r's probabilities, with the running sums in
-// ChunkedPrefix's order: each thread adds its runs' terms from zero, thread 0 adds the runs'
-// sums in order (each run's base), then each thread writes its runs' running sums on top of
-// their bases — the host's additions, each one, in parallel over the runs.
-__global__ void __launch_bounds__(kPickThreads)
+// One warp a row: PickCandidate (sample_pick.h) on the running sums base[run] + within[i], where
+// base is the sum of the whole runs before (added in order from zero by lane 0, as
+// ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
+// so they find the same indices.
+__global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
-               double* prefixes, int32_t vocab, const SampleParams* params, int32_t* out,
-               float* picked_keys) {
+               const double* within, const double* run_sums, int32_t vocab,
+               const SampleParams* params, int32_t* out, float* picked_keys) {
   AwaitProducers();
-  __shared__ double bases[kMaxSumRuns];
+  __shared__ double base[kMaxSumRuns + 1];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const int32_t* ids = sorted_ids + row * vocab;
+  const int lane = threadIdx.x;
   if (IsGreedy(c.temperature, c.top_k)) {
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
       out[row] = ids[0];  // the largest logit, lowest id among equals
       picked_keys[row] = sorted_keys[row * vocab];
     }
@@ -96,67 +142,87 @@ __global__ void __launch_bounds__(kPickThreads)
   }
   const int32_t n = CandidateCount(c.top_k, vocab);
   const int32_t runs = (n + kSumChunk - 1) / kSumChunk;
-  const double* p = probs + row * vocab;
-  double* prefix = prefixes + row * vocab;
-  for (int32_t r = threadIdx.x; r < runs; r += blockDim.x) {
-    const int32_t end = min(n, (r + 1) * kSumChunk);
-    double within = 0;
-    for (int32_t i = r * kSumChunk; i < end; ++i) within += p[i];
-    bases[r] = within;  // the run's sum, until thread 0 turns it into its base
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double base = 0;
+  for (int32_t r = lane; r < runs; r += 32) base[r + 1] = run_sums[row * kMaxSumRuns + r];
+  __syncwarp();
+  if (lane == 0) {
+    double b = 0;
     for (int32_t r = 0; r < runs; ++r) {
-      const double run_sum = bases[r];
-      bases[r] = base;
-      base += run_sum;
+      const double run_sum = base[r + 1];
+      base[r] = b;
+      b += run_sum;
+    }
+    base[runs] = b;
+  }
+  __syncwarp();
+  const double* p = probs + row * vocab;
+  const double* w = within + row * vocab;
+  auto prefix = [&](int32_t i) { return base[i / kSumChunk] + w[i]; };
+  int32_t keep = n;
+  if (c.min_p > 0) {  // the terms below the floor are a suffix; the first always stays
+    const double floor = c.min_p * p[0];
+    keep = WarpFirstPass(1, n, [&](int32_t i) { return p[i] < floor; });
+  }
+  double sum = prefix(keep - 1);
+  if (c.top_p < 1.0f) {
+    const double x = c.top_p * sum;
+    const int32_t i = WarpFirstPass(0, keep, [&](int32_t j) { return prefix(j) >= x; });
+    if (i < keep) {
+      keep = i + 1;
+      sum = prefix(i);
     }
   }
-  __syncthreads();
-  for (int32_t r = threadIdx.x; r < runs; r += blockDim.x) {
-    const int32_t end = min(n, (r + 1) * kSumChunk);
-    const double base = bases[r];
-    double within = 0;
-    for (int32_t i = r * kSumChunk; i < end; ++i) {
-      within += p[i];
-      prefix[i] = base + within;
-    }
+  const double x = CounterDraw(c.seed, c.stream, c.position) * sum;
+  int32_t pick = WarpFirstPass(0, keep, [&](int32_t j) { return x < prefix(j); });
+  if (pick >= keep) pick = keep - 1;
+  if (lane == 0) {
+    out[row] = ids[pick];
+    picked_keys[row] = sorted_keys[row * vocab + pick];  // its masked logit, for the log-prob
   }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  const double u = CounterDraw(c.seed, c.stream, c.position);
-  const int32_t pick = PickCandidate(p, prefix, n, c.min_p, c.top_p, u);
-  out[row] = ids[pick];
-  picked_keys[row] = sorted_keys[row * vocab + pick];  // its masked logit, for LogprobKernel
 }
 
-// Block r: the picked token's log-probability, as ComputeLogprobs takes it: its logit less
-// max + log(sum of exp(logit - max)) over the masked row (the sorted keys: max first, masked
-// tokens -inf, which add nothing), the sum in double, in a block reduction's order.
-__global__ void __launch_bounds__(kPickThreads)
-    LogprobKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
-                  const float* picked_keys, float* logprobs) {
+constexpr int kLogprobThreads = 256;
+constexpr int kLogprobSlices = 32;
+
+// Block (slice, row): the slice's sum of exp(logit - max) in double over the sorted keys (max
+// first; masked tokens -inf add nothing), in a block reduction's order.
+__global__ void __launch_bounds__(kLogprobThreads)
+    LogprobSliceKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
+                       double* parts) {
   AwaitProducers();
-  __shared__ double partial[kPickThreads / 32];
-  const int64_t row = blockIdx.x;
-  if (!params[row].logprob) {
-    if (threadIdx.x == 0) logprobs[row] = 0.0f;  // not asked: 0, as the engine reports it
-    return;
-  }
+  __shared__ double partial[kLogprobThreads / 32];
+  const int64_t row = blockIdx.y;
+  if (!params[row].logprob) return;
   const float* k = sorted_keys + row * vocab;
   const float mx = k[0];
+  const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
+  const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
   double sum = 0;
-  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads)
     sum += exp(static_cast<double>(k[i]) - mx);
-  }
   for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
   __syncthreads();
   if (threadIdx.x != 0) return;
   sum = 0;
-  for (int w = 0; w < kPickThreads / 32; ++w) sum += partial[w];
-  const double log_z = mx + log(sum);
+  for (int w = 0; w < kLogprobThreads / 32; ++w) sum += partial[w];
+  parts[row * kLogprobSlices + blockIdx.x] = sum;
+}
+
+// Row r: the picked token's log-probability, as ComputeLogprobs takes it: its logit less
+// max + log(sum), the slices' sums added in order (0 for rows that do not ask).
+__global__ void LogprobJoinKernel(const float* sorted_keys, int32_t vocab,
+                                  const SampleParams* params, const double* parts,
+                                  const float* picked_keys, float* logprobs, int64_t rows) {
+  AwaitProducers();
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  if (!params[row].logprob) {
+    logprobs[row] = 0.0f;  // not asked: 0, as the engine reports it
+    return;
+  }
+  double sum = 0;
+  for (int s = 0; s < kLogprobSlices; ++s) sum += parts[row * kLogprobSlices + s];
+  const double log_z = sorted_keys[row * vocab] + log(sum);
   logprobs[row] = static_cast<float>(static_cast<double>(picked_keys[row]) - log_z);
 }
 
@@ -166,7 +232,8 @@ SamplerWorkspace::~SamplerWorkspace() {
   for (void* p :
        {static_cast<void*>(sorted_keys_), static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
         static_cast<void*>(probs_), static_cast<void*>(prefix_), static_cast<void*>(picked_keys_),
-        temp_, greedy_best_, greedy_sums_}) {
+        static_cast<void*>(run_sums_), static_cast<void*>(logprob_parts_), temp_, greedy_best_,
+        greedy_sums_}) {
     if (p) cudaFree(p);
   }
 }
@@ -187,6 +254,8 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&probs_, total * sizeof(double));
   take(&prefix_, total * sizeof(double));
   take(&picked_keys_, rows * sizeof(float));
+  take(&run_sums_, rows * kMaxSumRuns * sizeof(double));
+  take(&logprob_parts_, rows * kLogprobSlices * sizeof(double));
   take(&greedy_best_, rows * kGreedySplits * 8);
   take(&greedy_sums_, rows * kGreedySplits * 16);
   if (e != cudaSuccess) return static_cast<int>(e);
@@ -219,13 +288,18 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
       32 + RowBits(rows), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
-  LaunchKernel(ProbsKernel, static_cast<unsigned>(rows), 256, 0, s, ws.sorted_keys_, vocab, params,
-               ws.probs_);
-  LaunchKernel(PickKernel, static_cast<unsigned>(rows), kPickThreads, 0, s, ws.sorted_ids_,
-               ws.sorted_keys_, ws.probs_, ws.prefix_, vocab, params, out, ws.picked_keys_);
+  const int32_t run_blocks = ((vocab + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
+  LaunchKernel(RunSumsKernel, dim3(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows)),
+               kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params, ws.probs_, ws.prefix_,
+               ws.run_sums_);
+  LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
+               ws.probs_, ws.prefix_, ws.run_sums_, vocab, params, out, ws.picked_keys_);
   if (logprobs) {
-    LaunchKernel(LogprobKernel, static_cast<unsigned>(rows), kPickThreads, 0, s, ws.sorted_keys_,
-                 vocab, params, ws.picked_keys_, logprobs);
+    LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
+                 kLogprobThreads, 0, s, ws.sorted_keys_, vocab, params, ws.logprob_parts_);
+    LaunchKernel(LogprobJoinKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s,
+                 ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, logprobs,
+                 rows);
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -32,9 +32,11 @@ class SamplerWorkspace {
   int32_t vocab_ = 0;
   float* sorted_keys_ = nullptr;  // each row's masked logits, largest first
   int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
-  double* probs_ = nullptr;       // the sort's keys, then the candidates' probabilities
-  double* prefix_ = nullptr;      // the sorted keys, then each candidate's running sum (CPU order)
-  float* picked_keys_ = nullptr;  // each row's picked token's masked logit
+  double* probs_ = nullptr;     // the sort's keys, then the candidates' probabilities
+  double* prefix_ = nullptr;    // the sorted keys, then each candidate's running sum within its run
+  double* run_sums_ = nullptr;  // [rows, kMaxSumRuns]: each run's sum (ChunkedPrefix)
+  double* logprob_parts_ = nullptr;  // [rows, 32]: slices' sums of exponentials
+  float* picked_keys_ = nullptr;     // each row's picked token's masked logit
   void* temp_ = nullptr;
   size_t temp_bytes_ = 0;
   void* greedy_best_ = nullptr;  // GreedyRows' slices: [rows, kGreedySplits] candidates
