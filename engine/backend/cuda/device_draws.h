@@ -2,8 +2,8 @@
 // after a step's LM head has written the logits of the rows asked for, the drawn rows' tokens are
 // picked on the device (kernels/sampling.h, the CPU sampler's picks) and come back as one id
 // each, and the other rows' logits are copied back for the host sampler. Buffers are made once:
-// the sampler's workspace (~40 bytes a logit), pinned staging for the draws' parameters, masks
-// and rows, and their device copies.
+// the sampler's workspace (~40 bytes a logit), pinned staging for the draws' parameters, masks,
+// rows, ids and log-probabilities, and their device copies.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,23 +31,30 @@ class DeviceDraws {
 
   /// Queues on `stream`, after the step that wrote `logits` (its rows in `drawn`'s order,
   /// [drawn.size(), vocab]): the draws of the rows marked in `drawn` (params and masks in their
-  /// order, masks null for none) into next[..] (and, unless null, their log-probabilities into
-  /// logprobs[..], for params asking for them), and the unmarked rows' logits into
-  /// host_logits[..] in their order. The caller synchronises the stream before reading them.
+  /// order, masks null for none), and the unmarked rows' logits into host_logits[..] in their
+  /// order. The draws' ids and log-probabilities come back into pinned staging: after the caller
+  /// synchronises the stream, Collect hands them out.
   Status Queue(const float* logits, std::span<const uint8_t> drawn,
-               std::span<const SampleParams> params, const uint32_t* masks, int32_t* next,
-               float* logprobs, float* host_logits, cudaStream_t stream);
+               std::span<const SampleParams> params, const uint32_t* masks, float* host_logits,
+               cudaStream_t stream);
+  /// After the queued step has finished: its draws' ids into next[..] and, unless null, their
+  /// log-probabilities into logprobs[..] (0 for draws that did not ask).
+  void Collect(int32_t* next, float* logprobs) const;
 
  private:
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   kernels::SamplerWorkspace sampler_;
-  void* host_ = nullptr;  // pinned: params, then mask words, then draw rows
+  // Pinned, in the device block's order: params and draw rows (one upload), masks (a second,
+  // only for masked steps); then the draws' ids and log-probabilities coming back.
+  void* host_ = nullptr;
   SampleParams *host_params_ = nullptr, *dev_params_ = nullptr;
-  uint32_t *host_masks_ = nullptr, *dev_masks_ = nullptr;
   int32_t *host_rows_ = nullptr, *dev_rows_ = nullptr;
-  int32_t* dev_next_ = nullptr;
-  float* dev_logprobs_ = nullptr;
+  uint32_t *host_masks_ = nullptr, *dev_masks_ = nullptr;
+  int32_t *host_next_ = nullptr, *dev_next_ = nullptr;
+  float *host_logprobs_ = nullptr, *dev_logprobs_ = nullptr;
+  int64_t queued_draws_ = 0;
+  bool queued_logprobs_ = false;
 };
 
 }  // namespace deepinfer
