@@ -1,11 +1,12 @@
-// The GPU sampler (kernels/sampling.h) alone: µs a call of SampleRows (or GreedyRows) for a step's draws, by
-// rows and kind of draw, at V4's vocabulary by default. The device forward runs it after the LM
-// head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this is
-// what a draw adds to a decode step's latency.
+// The GPU sampler (kernels/sampling.h) alone: µs a call of SampleRows (or GreedyRows) for a step's
+// draws, by rows and kind of draw, at V4's vocabulary by default. The device forward runs it after
+// the LM head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this
+// is what a draw adds to a decode step's latency.
 //   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
-// Prints one JSON object per rows, kind and path (the sort, or the argmax for greedy kinds): µs a
-// call (CUDA events over --calls back-to-back calls, after two warm-up calls), and the floor of
-// reading the rows' logits once at the H200's HBM bandwidth.
+// Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the
+// top-k select for kinds keeping at most kTopKMax candidates): µs a call (CUDA events over --calls
+// back-to-back calls, after two warm-up calls), and the floor of reading the rows' logits once at
+// the H200's HBM bandwidth.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/sample_topk.h"
 #include "kernels/sampling.h"
 
 namespace {
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
                         {"greedy_logprob", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 1}, false},
                         {"top_p", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 0}, false},
                         {"top_k50", {0.7f, 1.0f, 0.0f, 50, 1, 0, 0, 0}, false},
+                        {"top_k50_top_p_logprob", {0.7f, 0.9f, 0.0f, 50, 1, 0, 0, 1}, false},
                         {"top_p_logprob", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 1}, false}};
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -101,12 +104,18 @@ int main(int argc, char** argv) {
       std::vector<deepinfer::kernels::SampleParams> params(rows, kind.params);
       for (int r = 0; r < rows; ++r) params[r].stream = r;
       deepinfer::kernels::SampleParams* d_params = Upload(params);
-      // The sort every kind can take; greedy kinds also the argmax alone (GreedyRows), which
-      // the device forward's draws take when a step's draws are all greedy.
-      for (const bool argmax : {false, true}) {
-        if (argmax && kind.params.temperature > 0.0f) continue;
-        const auto sample =
-            argmax ? deepinfer::kernels::GreedyRows : deepinfer::kernels::SampleRows;
+      // The sort every kind can take; greedy kinds also the argmax alone (GreedyRows), top-k
+      // kinds the select (TopKRows): what the device forward's draws take for such steps.
+      for (const char* path : {"sort", "argmax", "select"}) {
+        const std::string p = path;
+        if (p == "argmax" && kind.params.temperature > 0.0f) continue;
+        if (p == "select" &&
+            !(kind.params.top_k >= 1 && kind.params.top_k <= deepinfer::kernels::kTopKMax)) {
+          continue;
+        }
+        const auto sample = p == "argmax"   ? deepinfer::kernels::GreedyRows
+                            : p == "select" ? deepinfer::kernels::TopKRows
+                                            : deepinfer::kernels::SampleRows;
         auto call = [&] {
           Check(static_cast<cudaError_t>(sample(ws, d_logits, rows, vocab,
                                                 kind.mask ? d_mask : nullptr, d_params, nullptr,
@@ -126,7 +135,7 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"rows\": %d, \"vocab\": %d, \"kind\": \"%s\", \"path\": \"%s\", "
             "\"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
-            rows, vocab, kind.name, argmax ? "argmax" : "sort", us, floor_us);
+            rows, vocab, kind.name, path, us, floor_us);
         std::fflush(stdout);
       }
       cudaFree(d_params);

@@ -4,6 +4,7 @@
 
 #include "kernels/launch.cuh"
 #include "kernels/sample_pick.h"
+#include "kernels/sample_topk.h"
 #include "kernels/sampling.h"
 
 namespace deepinfer::kernels {
@@ -183,22 +184,25 @@ __global__ void __launch_bounds__(32)
 constexpr int kLogprobThreads = 256;
 constexpr int kLogprobSlices = 32;
 
-// Block (slice, row): the slice's sum of exp(logit - max) in double over the sorted keys (max
-// first; masked tokens -inf add nothing), in a block reduction's order.
+// Block (slice, row): the slice's sum of exp(logit - max) in double over the row's masked logits
+// (masked tokens add nothing; max: the first sorted candidate), in a block reduction's order.
 __global__ void __launch_bounds__(kLogprobThreads)
-    LogprobSliceKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
+    LogprobSliceKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
+                       const int32_t* rows_of, const float* sorted_keys, const SampleParams* params,
                        double* parts) {
   AwaitProducers();
   __shared__ double partial[kLogprobThreads / 32];
   const int64_t row = blockIdx.y;
   if (!params[row].logprob) return;
-  const float* k = sorted_keys + row * vocab;
-  const float mx = k[0];
+  const float* x = logits + (rows_of ? static_cast<int64_t>(rows_of[row]) : row) * vocab;
+  const uint32_t* mask = bitmask ? bitmask + row * ((vocab + 31) / 32) : nullptr;
+  const float mx = sorted_keys[row * vocab];
   const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
   const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
   double sum = 0;
-  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads)
-    sum += exp(static_cast<double>(k[i]) - mx);
+  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads) {
+    if (!mask || ((mask[i / 32] >> (i % 32)) & 1u)) sum += exp(static_cast<double>(x[i]) - mx);
+  }
   for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -271,6 +275,30 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   return static_cast<int>(cudaDeviceSynchronize());
 }
 
+// The pick from each row's sorted candidates (sorted_keys_, sorted_ids_; at most n_max a row
+// read): run sums, the draw, and the log-probabilities where asked.
+struct SamplerAccess {
+  static int PickSorted(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                        const uint32_t* bitmask, const int32_t* rows_of, const SampleParams* params,
+                        int32_t n_max, int32_t* out, float* logprobs, cudaStream_t s) {
+    const int32_t run_blocks = ((n_max + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
+    LaunchKernel(
+        RunSumsKernel, dim3(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows)),
+        kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params, ws.probs_, ws.prefix_, ws.run_sums_);
+    LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
+                 ws.probs_, ws.prefix_, ws.run_sums_, vocab, params, out, ws.picked_keys_);
+    if (logprobs) {
+      LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
+                   kLogprobThreads, 0, s, logits, vocab, bitmask, rows_of, ws.sorted_keys_, params,
+                   ws.logprob_parts_);
+      LaunchKernel(LogprobJoinKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s,
+                   ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, logprobs,
+                   rows);
+    }
+    return static_cast<int>(cudaGetLastError());
+  }
+};
+
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream) {
@@ -288,20 +316,25 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
       32 + RowBits(rows), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
-  const int32_t run_blocks = ((vocab + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
-  LaunchKernel(RunSumsKernel, dim3(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows)),
-               kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params, ws.probs_, ws.prefix_,
-               ws.run_sums_);
-  LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
-               ws.probs_, ws.prefix_, ws.run_sums_, vocab, params, out, ws.picked_keys_);
-  if (logprobs) {
-    LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
-                 kLogprobThreads, 0, s, ws.sorted_keys_, vocab, params, ws.logprob_parts_);
-    LaunchKernel(LogprobJoinKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s,
-                 ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, logprobs,
-                 rows);
+  return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab, out,
+                                   logprobs, s);
+}
+
+int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+             const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+             int32_t* out, float* logprobs, void* stream) {
+  if (rows > ws.rows_ || vocab != ws.vocab_ || vocab < kTopKMax) {
+    return static_cast<int>(cudaErrorInvalidValue);
   }
-  return static_cast<int>(cudaGetLastError());
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  // The tiles' candidates go through probs_ and prefix_, free until the pick.
+  const int e = SelectTopKCandidates(
+      logits, rows, vocab, bitmask, rows_of, reinterpret_cast<uint64_t*>(ws.probs_),
+      reinterpret_cast<uint64_t*>(ws.prefix_), ws.sorted_keys_, ws.sorted_ids_, s);
+  if (e != 0) return e;
+  return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax, out,
+                                   logprobs, s);
 }
 
 }  // namespace deepinfer::kernels

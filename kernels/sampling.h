@@ -28,6 +28,9 @@ class SamplerWorkspace {
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int GreedyRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend int TopKRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
+                      const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend struct SamplerAccess;  // kernels/sampling.cu's shared pick
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   float* sorted_keys_ = nullptr;  // each row's masked logits, largest first
@@ -67,5 +70,12 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
 int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);
+
+/// SampleRows for draws that all keep at most kTopKMax candidates (1 <= top_k <= kTopKMax,
+/// kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same tokens and
+/// log-probabilities, the candidates selected in 4,096-id tiles instead of sorting each row.
+int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+             const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+             int32_t* out, float* logprobs, void* stream);
 
 }  // namespace deepinfer::kernels

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/backend/cuda/cuda_status.h"
+#include "kernels/sample_topk.h"
 
 namespace deepinfer {
 
@@ -62,10 +63,16 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     }
     // The log-probabilities' kernel and copy only when a draw asks for one; the others' are 0.
     for (const SampleParams& p : params) queued_logprobs_ = queued_logprobs_ || p.logprob != 0;
-    // A step of greedy draws only takes the argmax, without the sort (bench/RESULTS.md).
-    bool greedy = true;
-    for (const SampleParams& p : params) greedy = greedy && IsGreedy(p.temperature, p.top_k);
-    const auto sample = greedy ? kernels::GreedyRows : kernels::SampleRows;
+    // A step of greedy draws only takes the argmax, and one whose draws all keep at most
+    // kTopKMax candidates selects them, without sorting each row (bench/RESULTS.md).
+    bool greedy = true, top_k = V >= kernels::kTopKMax;
+    for (const SampleParams& p : params) {
+      greedy = greedy && IsGreedy(p.temperature, p.top_k);
+      top_k = top_k && p.top_k >= 1 && p.top_k <= kernels::kTopKMax;
+    }
+    const auto sample = greedy  ? kernels::GreedyRows
+                        : top_k ? kernels::TopKRows
+                                : kernels::SampleRows;
     DI_RETURN_IF_ERROR(KernelStatus(
         sample(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr, dev_params_,
                dev_rows_, dev_next_, queued_logprobs_ ? dev_logprobs_ : nullptr, stream),
