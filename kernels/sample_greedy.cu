@@ -15,7 +15,8 @@ namespace {
 constexpr int kThreads = 256;
 
 // A logit's bits as an unsigned key that orders like the sort's keys, largest first at the top
-// (-0 is +0 by then: PrepareKernel's rule), so the argmax is the sort's first candidate.
+// (-0 is +0 by then: GreedySliceKernel adds +0 as the sort's keys do), so the argmax is the
+// sort's first candidate.
 __device__ __forceinline__ uint32_t OrderKey(float v) {
   const uint32_t u = __float_as_uint(v);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Block row: the row's slices joined in order; the pick and its log-probability, as
-// LogprobKernel forms it (logit less max + log(sum)).
+// LogprobJoinKernel forms it (logit less max + log(sum)).
 __global__ void GreedyJoinKernel(const Best* best_in, const ExpSum* sums_in, int slices,
                                  const SampleParams* params, int32_t* out, float* logprobs) {
   AwaitProducers();

@@ -35,9 +35,12 @@ class SamplerWorkspace {
   int32_t vocab_ = 0;
   float* sorted_keys_ = nullptr;  // each row's masked logits, largest first
   int32_t *ids_ = nullptr, *sorted_ids_ = nullptr;
-  double* probs_ = nullptr;     // the sort's keys, then the candidates' probabilities
-  double* prefix_ = nullptr;    // the sorted keys, then each candidate's running sum within its run
-  double* run_sums_ = nullptr;  // [rows, kMaxSumRuns]: each run's sum (ChunkedPrefix)
+  // The sort's keys (or TopKRows' tiles: rows * ceil(vocab / 4096) * 128 keys, which fit from
+  // vocab 128 on), then the candidates' probabilities; the sorted keys (or the tiles' merges),
+  // then each candidate's running sum within its run.
+  double* probs_ = nullptr;
+  double* prefix_ = nullptr;
+  double* run_sums_ = nullptr;       // [rows, kMaxSumRuns]: each run's sum (ChunkedPrefix)
   double* logprob_parts_ = nullptr;  // [rows, 32]: slices' sums of exponentials
   float* picked_keys_ = nullptr;     // each row's picked token's masked logit
   void* temp_ = nullptr;
@@ -71,9 +74,9 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);
 
-/// SampleRows for draws that all keep at most kTopKMax candidates (1 <= top_k <= kTopKMax,
-/// kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same tokens and
-/// log-probabilities, the candidates selected in 4,096-id tiles instead of sorting each row.
+/// SampleRows for draws that are all greedy or keep at most kTopKMax candidates (1 <= top_k <=
+/// kTopKMax, kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same tokens
+/// and log-probabilities, the candidates selected in 4,096-id tiles instead of sorting each row.
 int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
              const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
              int32_t* out, float* logprobs, void* stream);

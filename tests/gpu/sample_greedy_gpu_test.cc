@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/sampling/sampler.h"
@@ -22,7 +23,9 @@ using testing::DeviceVector;
 
 TEST(SampleGreedyGpuTest, PicksWhatTheSortAndTheCpuPick) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // printed with any failure
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int32_t vocab : {1000, 129280, 262144}) {
     const int64_t rows = 12, words = (vocab + 31) / 32;

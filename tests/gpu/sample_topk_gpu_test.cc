@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/sampling/sampler.h"
@@ -24,7 +25,9 @@ using testing::DeviceVector;
 
 TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // printed with any failure
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   struct Case {
     float temperature, top_p, min_p;
@@ -32,9 +35,11 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
   };
   const std::vector<Case> cases = {{0.7f, 1.0f, 0.0f, 50},  {1.0f, 0.9f, 0.0f, 128},
                                    {1.2f, 1.0f, 0.1f, 5},   {0.0f, 1.0f, 0.0f, 20},
-                                   {0.9f, 0.8f, 0.05f, 64}, {1.0f, 1.0f, 0.0f, 1}};
-  // 1,000 ids: one tile; 129,280: 32 tiles, one merge; 262,144: 64 tiles, two merges.
-  for (int32_t vocab : {1000, 129280, 262144}) {
+                                   {0.9f, 0.8f, 0.05f, 64}, {1.0f, 1.0f, 0.0f, 1},
+                                   {0.0f, 1.0f, 0.0f, -1},  {0.0f, 1.0f, 0.0f, 20}};
+  // 1,000 ids: one tile; 4,196: a last tile of 100 ids; 129,280: 32 tiles, one merge; 262,144:
+  // 64 tiles, two merges. Greedy rows (top_k -1 or 20) take the select path with the others.
+  for (int32_t vocab : {1000, 4196, 129280, 262144}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size()), words = (vocab + 31) / 32;
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
@@ -50,6 +55,11 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
       }
       if (r == 4) {  // 300 equal maxima spread over the tiles: the lowest ids win
         for (int j = 0; j < 300; ++j) row[(static_cast<int64_t>(j) * 7919) % vocab] = 20.0f;
+      }
+      if (r == 7) {  // greedy, top_k 20: the max is zero twice, -0 ties +0, the lower id wins
+        for (int32_t i = 0; i < vocab; ++i) row[i] = -std::fabs(row[i]) - 1.0f;
+        row[7] = -0.0f;
+        row[9] = 0.0f;
       }
       if (r % 3 == 2) {  // a grammar mask allowing about half of the tokens
         for (int64_t w = 0; w < words; ++w) mask[r * words + w] = static_cast<uint32_t>(rng());
@@ -98,6 +108,7 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
     }
     // Row 4 (top_k 64 among 300 tied maxima): one of the tied maxima.
     EXPECT_EQ(logits[4 * vocab + got[4]], 20.0f);
+    EXPECT_EQ(got[7], 7);
     // Through rows_of: draw r reads row rows - 1 - r, with that row's params and mask.
     std::vector<int32_t> reversed(rows);
     std::vector<uint32_t> mask_rev(mask.size());

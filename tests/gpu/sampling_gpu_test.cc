@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/sampling/sampler.h"
@@ -27,12 +28,15 @@ struct Case {
 
 TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // printed with any failure
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
                                    {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
                                    {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1},
-                                   {0.9f, 0.8f, 0.1f, -1},    {1.1f, 1.0f, 0.0f, 1024}};
-  // 262,144 ids: 512 runs of 512, so a thread adds two runs (the block has 256).
+                                   {0.9f, 0.8f, 0.1f, -1},    {1.1f, 1.0f, 0.0f, 1024},
+                                   {1.0f, 1.0f, 0.0f, -1}};  // untruncated: the draw over every run
+  // 262,144 ids: 512 runs of 512, a warp a run (RunSumsKernel), in 64 blocks of 8 warps a row.
   for (int32_t vocab : {1000, 129280, 262144}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size()) * 2;
     kernels::SamplerWorkspace ws;

@@ -15,22 +15,20 @@ DeviceDraws::~DeviceDraws() {
 
 Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
   const int64_t words = (vocab + 31) / 32;
-  // Device: params | rows | masks | ids | log-probabilities; pinned: the same, so the params
-  // and rows go up in one copy and the ids and log-probabilities come back in one.
-  const size_t bytes = rows * (sizeof(SampleParams) + sizeof(int32_t) + words * sizeof(uint32_t) +
-                               sizeof(int32_t) + sizeof(float));
+  // Device and pinned alike: a step's params then its draw rows (one upload), the masks, then
+  // its ids then their log-probabilities (one copy back); each part packed to the step's draws.
+  const size_t inputs = rows * (sizeof(SampleParams) + sizeof(int32_t));
+  const size_t bytes =
+      inputs + rows * words * sizeof(uint32_t) + rows * (sizeof(int32_t) + sizeof(float));
   DI_ASSIGN_OR_RETURN(void* dev, mem.Alloc(bytes));
   DI_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_, bytes), "cudaMallocHost"));
-  auto layout = [&](void* base, SampleParams** params, int32_t** draw_rows, uint32_t** masks,
-                    int32_t** next, float** logprobs) {
+  auto layout = [&](void* base, SampleParams** params, uint32_t** masks, int32_t** next) {
     *params = static_cast<SampleParams*>(base);
-    *draw_rows = reinterpret_cast<int32_t*>(*params + rows);
-    *masks = reinterpret_cast<uint32_t*>(*draw_rows + rows);
+    *masks = reinterpret_cast<uint32_t*>(static_cast<char*>(base) + inputs);
     *next = reinterpret_cast<int32_t*>(*masks + rows * words);
-    *logprobs = reinterpret_cast<float*>(*next + rows);
   };
-  layout(dev, &dev_params_, &dev_rows_, &dev_masks_, &dev_next_, &dev_logprobs_);
-  layout(host_, &host_params_, &host_rows_, &host_masks_, &host_next_, &host_logprobs_);
+  layout(dev, &dev_params_, &dev_masks_, &dev_next_);
+  layout(host_, &host_params_, &host_masks_, &host_next_);
   rows_ = rows;
   vocab_ = vocab;
   return KernelStatus(sampler_.Reserve(rows, vocab), "sampler workspace");
@@ -38,22 +36,21 @@ Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
 
 Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                           std::span<const SampleParams> params, const uint32_t* masks,
-                          float* host_logits, cudaStream_t stream) {
+                          bool want_logprobs, float* host_logits, cudaStream_t stream) {
   const int64_t draws = static_cast<int64_t>(params.size()), V = vocab_, words = (V + 31) / 32;
   if (draws > rows_) return InvalidArgument("a step draws at most " + std::to_string(rows_));
   queued_draws_ = draws;
   queued_logprobs_ = false;
   if (draws > 0) {
     std::memcpy(host_params_, params.data(), draws * sizeof(SampleParams));
+    auto* host_rows = reinterpret_cast<int32_t*>(host_params_ + draws);
     for (int32_t j = 0, k = 0; j < static_cast<int32_t>(drawn.size()); ++j) {
-      if (drawn[j]) host_rows_[k++] = j;  // where draw k's logits lie
+      if (drawn[j]) host_rows[k++] = j;  // where draw k's logits lie
     }
-    // Params up to the rows' end in one copy (the unused params between them ride along).
-    const size_t head = reinterpret_cast<const char*>(host_rows_ + draws) -
-                        reinterpret_cast<const char*>(host_params_);
-    DI_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(dev_params_, host_params_, head, cudaMemcpyHostToDevice, stream),
-                   "sampling inputs"));
+    DI_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(dev_params_, host_params_, draws * (sizeof(SampleParams) + sizeof(int32_t)),
+                        cudaMemcpyHostToDevice, stream),
+        "sampling inputs"));
     if (masks) {
       std::memcpy(host_masks_, masks, draws * words * sizeof(uint32_t));
       DI_RETURN_IF_ERROR(
@@ -61,29 +58,32 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                                      cudaMemcpyHostToDevice, stream),
                      "sampling masks"));
     }
-    // The log-probabilities' kernel and copy only when a draw asks for one; the others' are 0.
-    for (const SampleParams& p : params) queued_logprobs_ = queued_logprobs_ || p.logprob != 0;
-    // A step of greedy draws only takes the argmax, and one whose draws all keep at most
-    // kTopKMax candidates selects them, without sorting each row (bench/RESULTS.md).
+    // The log-probabilities' kernel and copy only when the caller takes them and a draw asks.
+    for (const SampleParams& p : params) {
+      queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
+    }
+    // A step of greedy draws only takes the argmax, and one whose draws are greedy or keep at
+    // most kTopKMax candidates selects them, without sorting each row (bench/RESULTS.md).
     bool greedy = true, top_k = V >= kernels::kTopKMax;
     for (const SampleParams& p : params) {
       greedy = greedy && IsGreedy(p.temperature, p.top_k);
-      top_k = top_k && p.top_k >= 1 && p.top_k <= kernels::kTopKMax;
+      top_k = top_k &&
+              (IsGreedy(p.temperature, p.top_k) || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax));
     }
     const auto sample = greedy  ? kernels::GreedyRows
                         : top_k ? kernels::TopKRows
                                 : kernels::SampleRows;
     DI_RETURN_IF_ERROR(KernelStatus(
         sample(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr, dev_params_,
-               dev_rows_, dev_next_, queued_logprobs_ ? dev_logprobs_ : nullptr, stream),
+               reinterpret_cast<const int32_t*>(dev_params_ + draws), dev_next_,
+               queued_logprobs_ ? reinterpret_cast<float*>(dev_next_ + draws) : nullptr, stream),
         "sampling"));
     // The ids, and the log-probabilities right after them, in one copy back.
-    const size_t back = queued_logprobs_ ? reinterpret_cast<const char*>(host_logprobs_ + draws) -
-                                               reinterpret_cast<const char*>(host_next_)
-                                         : draws * sizeof(int32_t);
-    DI_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(host_next_, dev_next_, back, cudaMemcpyDeviceToHost, stream),
-                   "sampled tokens"));
+    DI_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(host_next_, dev_next_,
+                        draws * (sizeof(int32_t) + (queued_logprobs_ ? sizeof(float) : 0)),
+                        cudaMemcpyDeviceToHost, stream),
+        "sampled tokens"));
   }
   // The other rows' logits, each run of consecutive ones in one copy.
   for (size_t j = 0, l = 0; j < drawn.size();) {
@@ -107,7 +107,8 @@ void DeviceDraws::Collect(int32_t* next, float* logprobs) const {
   std::copy_n(host_next_, queued_draws_, next);
   if (logprobs == nullptr) return;
   if (queued_logprobs_) {
-    std::copy_n(host_logprobs_, queued_draws_, logprobs);
+    std::copy_n(reinterpret_cast<const float*>(host_next_ + queued_draws_), queued_draws_,
+                logprobs);
   } else {
     std::fill(logprobs, logprobs + queued_draws_, 0.0f);
   }

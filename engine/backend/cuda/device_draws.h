@@ -32,11 +32,11 @@ class DeviceDraws {
   /// Queues on `stream`, after the step that wrote `logits` (its rows in `drawn`'s order,
   /// [drawn.size(), vocab]): the draws of the rows marked in `drawn` (params and masks in their
   /// order, masks null for none), and the unmarked rows' logits into host_logits[..] in their
-  /// order. The draws' ids and log-probabilities come back into pinned staging: after the caller
-  /// synchronises the stream, Collect hands them out.
+  /// order. The draws' ids (and with want_logprobs the log-probabilities of draws asking) come
+  /// back into pinned staging: after the caller synchronises the stream, Collect hands them out.
   Status Queue(const float* logits, std::span<const uint8_t> drawn,
-               std::span<const SampleParams> params, const uint32_t* masks, float* host_logits,
-               cudaStream_t stream);
+               std::span<const SampleParams> params, const uint32_t* masks, bool want_logprobs,
+               float* host_logits, cudaStream_t stream);
   /// After the queued step has finished: its draws' ids into next[..] and, unless null, their
   /// log-probabilities into logprobs[..] (0 for draws that did not ask).
   void Collect(int32_t* next, float* logprobs) const;
@@ -45,14 +45,12 @@ class DeviceDraws {
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   kernels::SamplerWorkspace sampler_;
-  // Pinned, in the device block's order: params and draw rows (one upload), masks (a second,
-  // only for masked steps); then the draws' ids and log-probabilities coming back.
+  // Pinned, in the device block's order: a step's params then its draw rows (one upload), masks
+  // (a second, only for masked steps); then its ids then their log-probabilities (one copy back).
   void* host_ = nullptr;
   SampleParams *host_params_ = nullptr, *dev_params_ = nullptr;
-  int32_t *host_rows_ = nullptr, *dev_rows_ = nullptr;
   uint32_t *host_masks_ = nullptr, *dev_masks_ = nullptr;
   int32_t *host_next_ = nullptr, *dev_next_ = nullptr;
-  float *host_logprobs_ = nullptr, *dev_logprobs_ = nullptr;
   int64_t queued_draws_ = 0;
   bool queued_logprobs_ = false;
 };

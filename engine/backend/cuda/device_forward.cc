@@ -175,7 +175,8 @@ class DeviceForwardImpl final : public DeviceForward {
     if (slots.empty()) return Status::Ok();
     Status st = Launch(slots, tokens, merged_rows_);
     if (st.ok()) {
-      st = draws_.Queue(plan_.buf.logits, merged_drawn_, params, bitmask, logits, stream_);
+      st = draws_.Queue(plan_.buf.logits, merged_drawn_, params, bitmask, logprobs != nullptr,
+                        logits, stream_);
     }
     if (st.ok()) st = Finish(slots);
     if (st.ok()) draws_.Collect(next, logprobs);
