@@ -9,15 +9,16 @@
 #                                  context, the experts as the device forward takes them
 #   bench_prefill --contexts 8192  one 8K chunk through V4-Flash-shaped layers
 #   bench/turns.sh (DEVICE=cuda)   conversation turns on the device forward, parked and not
+#   bench_gpu_sampler              the GPU sampler's draws at V4's vocabulary, 1 to 64 rows
 #   profile (not in the default)   bench/profile_device_forward.sh and bench/profile_experts.sh
 # Run from the repository root after `source gpu-bundle/env.sh` (docs/gpu.md), the programs on
 # the PATH:  bench/gpu_session.sh OUT_DIR [PART...]   (parts: tests agreement forward decode
-# prefill turns profile; default all but profile). Takes about 10 minutes in all.
+# prefill turns sampler profile; default all but profile). Takes about 10 minutes in all.
 set -uo pipefail
 out=${1:?OUT_DIR}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests agreement forward decode prefill turns)
+[ ${#parts[@]} -eq 0 ] && parts=(tests agreement forward decode prefill turns sampler)
 mkdir -p "$out"
 bin=$(dirname "$(command -v deepinfer-model)")
 mid=(--quantize fp8-fp4 --seed 21 --vocab 8192 --hidden 4096 --heads 64 --head-dim 512
@@ -66,6 +67,16 @@ for part in "${parts[@]}"; do
       DEVICE=cuda timeout 200 bench/turns.sh "$bin" "${kernel_shaped[@]}" >"$out/turns.txt" 2>&1
       echo "turns exit $?"
       cat "$out/turns.txt"
+      ;;
+    sampler)
+      timeout 60 bench_gpu_sampler --rows 1,8,32,64 >"$out/sampler.jsonl" 2>&1
+      echo "bench_gpu_sampler exit $?"
+      python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        r = json.loads(l)
+        print("%3d %-22s %-6s %8.1f us" % (r["rows"], r["kind"], r["path"], r["us_per_call"]))' \
+        "$out/sampler.jsonl"
       ;;
     profile)
       timeout 300 bash bench/profile_device_forward.sh "$out/profile" >"$out/profile.txt" 2>&1
