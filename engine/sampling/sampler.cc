@@ -11,17 +11,40 @@
 namespace deepinfer {
 namespace {
 
-int32_t Argmax(const float* logits, int32_t vocab) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-}
-
-// A float's bits as an unsigned key that sorts like the float, largest first.
+// A float's bits as an unsigned key that sorts like the float, largest first. NaN has a place
+// too (a positive NaN above +inf, a negative one below -inf), where comparisons leave it none:
+// every path of this sampler and the GPU's order candidates by these keys.
 inline uint32_t DescendingKey(float f) {
   if (f == 0.0f) f = 0.0f;  // -0 ties with +0, as in the comparison order
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
   return ~u;
+}
+
+// Candidate a before b: descending logit by DescendingKey, ties by lower id.
+inline bool Before(const float* logits, int32_t a, int32_t b) {
+  const uint32_t ka = DescendingKey(logits[a]), kb = DescendingKey(logits[b]);
+  return ka < kb || (ka == kb && a < b);
+}
+
+// The first candidate in that order: the float comparison's first maximum (-0 and +0 tie, so
+// the lower id stays) unless the row holds a NaN, which only the keys place.
+int32_t Argmax(const float* logits, int32_t vocab) {
+  int32_t best = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  uint32_t unordered = 0;  // a plain reduction, which the compiler vectorises
+  for (int32_t i = 0; i < vocab; ++i) unordered |= logits[i] != logits[i];
+  if (!unordered) return best;
+  best = 0;
+  uint32_t best_key = DescendingKey(logits[0]);
+  for (int32_t i = 1; i < vocab; ++i) {
+    const uint32_t key = DescendingKey(logits[i]);
+    if (key < best_key) {
+      best = i;
+      best_key = key;
+    }
+  }
+  return best;
 }
 
 // All ids by descending logit, ties by lower id: a stable LSD radix sort (11-bit digits) of ids
@@ -93,9 +116,8 @@ void ComputeLogprobs(const float* logits, int32_t vocab, int32_t chosen, int top
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
   const int n = std::min(top_n, vocab);
-  std::partial_sort(order.begin(), order.begin() + n, order.end(), [logits](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [logits](int32_t a, int32_t b) { return Before(logits, a, b); });
   for (int i = 0; i < n; ++i)
     out->top.emplace_back(order[i], static_cast<float>(logits[order[i]] - log_z));
 }
@@ -113,9 +135,7 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
     order.resize(vocab);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                      [logits](int32_t a, int32_t b) {
-                        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                      });
+                      [logits](int32_t a, int32_t b) { return Before(logits, a, b); });
   } else {
     SortByLogit(logits, vocab, order);
   }

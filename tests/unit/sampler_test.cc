@@ -19,6 +19,25 @@ TEST(SamplerTest, GreedyIsArgmaxWithLowerIdOnTies) {
   EXPECT_EQ(SampleToken(logits, 4, k1, 1, 0, scratch), 1);
 }
 
+// NaN logits (a broken model's) take the sort keys' places, as on the GPU and in the radix
+// sort: a positive NaN first, a negative one last (std::max_element kept a NaN at id 0 and
+// skipped one anywhere else).
+TEST(SamplerTest, NanLogitsTakeTheSortKeysPlaces) {
+  std::vector<int32_t> scratch;
+  std::vector<float> logits(3000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(0.37f * static_cast<float>(i));
+  const float positive_nan = std::nanf(""), negative_nan = -std::nanf("");
+  logits[0] = negative_nan;
+  const int32_t real_max =
+      static_cast<int32_t>(std::max_element(logits.begin() + 1, logits.end()) - logits.begin());
+  SamplingConfig greedy{.temperature = 0.0f};
+  EXPECT_EQ(SampleToken(logits.data(), 3000, greedy, 1, 0, scratch), real_max);
+  logits[1700] = positive_nan;
+  EXPECT_EQ(SampleToken(logits.data(), 3000, greedy, 1, 0, scratch), 1700);
+  SamplingConfig k1{.temperature = 1.0f, .top_k = 1};
+  EXPECT_EQ(SampleToken(logits.data(), 3000, k1, 1, 0, scratch), 1700);
+}
+
 TEST(SamplerTest, DrawsDependOnlyOnSeedStreamAndPosition) {
   EXPECT_EQ(CounterUniform(1, 2, 3), CounterUniform(1, 2, 3));
   EXPECT_NE(CounterUniform(1, 2, 3), CounterUniform(1, 2, 4));
