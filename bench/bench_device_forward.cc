@@ -4,7 +4,7 @@
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
 //                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
 //                        [--no-branches] [--folded-experts] [--no-early-weights]
-//                        [--prefill 128,512]
+//                        [--prefill 128,512] [--draw greedy|top_p|top_k]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
 // --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
@@ -14,7 +14,9 @@
 // tokens/s, the bytes a step reads (dense weights in their formats, the experts uniform routing
 // touches, cache rows and indexer keys) and that against 4.3 TB/s.
 // --prefill C,...: for each chunk size, one sequence's --context prompt tokens in chunks of C
-// (the last row's logits each), timed whole.
+// (the last row's logits each), timed whole. --draw: each timed step draws every row's token on
+// the device (StepSample: greedy, top-p 0.95 at T 0.8, or top-k 50 at T 0.7), as the daemon's
+// steps do, instead of copying every row's logits back (the JSON's `draw` says which).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
   bool folded_experts = false;
   bool bad = false;
   std::vector<int> prefill;
+  std::string draw = "logits";
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--no-eager") {
@@ -193,6 +196,9 @@ int main(int argc, char** argv) {
       steps = std::atoi(value);
     } else if (flag == "--prefill") {
       prefill = ParseList(value);
+    } else if (flag == "--draw") {
+      draw = value;
+      bad = draw != "greedy" && draw != "top_p" && draw != "top_k";
     } else {
       bad = true;
     }
@@ -206,7 +212,7 @@ int main(int argc, char** argv) {
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
                  "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
                  "[--no-branches] [--folded-experts] [--no-early-weights] "
-                 "[--prefill 128,512]\n");
+                 "[--prefill 128,512] [--draw greedy|top_p|top_k]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -232,12 +238,25 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", dev.status().ToString().c_str());
         return 1;
       }
-      std::vector<int32_t> slots(batch), tokens(batch);
+      std::vector<int32_t> slots(batch), tokens(batch), next(batch);
       std::vector<float> logits(batch * V);
-      for (int b = 0; b < batch; ++b) slots[b] = b;
+      std::vector<deepinfer::SampleParams> params(batch);
+      for (int b = 0; b < batch; ++b) {
+        slots[b] = b;
+        params[b] = draw == "greedy"  ? deepinfer::SampleParams{0.0f, 1.0f, 0.0f, -1}
+                    : draw == "top_p" ? deepinfer::SampleParams{0.8f, 0.95f, 0.0f, -1}
+                                      : deepinfer::SampleParams{0.7f, 1.0f, 0.0f, 50};
+        params[b].seed = 1;
+        params[b].stream = static_cast<uint64_t>(b);
+      }
       auto step = [&](int64_t t) {
-        for (int b = 0; b < batch; ++b) tokens[b] = static_cast<int32_t>((37 * t + 11 * b) % V);
-        const Status st = (*dev)->Step(slots, tokens, logits.data());
+        for (int b = 0; b < batch; ++b) {
+          tokens[b] = static_cast<int32_t>((37 * t + 11 * b) % V);
+          params[b].position = static_cast<uint64_t>(t);
+        }
+        const Status st = draw == "logits"
+                              ? (*dev)->Step(slots, tokens, logits.data())
+                              : (*dev)->StepSample(slots, tokens, params, nullptr, next.data());
         if (!st.ok()) {
           std::fprintf(stderr, "%s\n", st.ToString().c_str());
           std::exit(1);
@@ -254,12 +273,12 @@ int main(int argc, char** argv) {
           "{\"batch\": %d, \"context\": %lld, \"graphs\": %s, \"us_per_step\": %.1f, "
           "\"tokens_per_s\": %.0f, \"step_bytes\": %.4g, \"hbm_floor_us\": %.1f, "
           "\"of_floor\": %.3f, \"device_mib\": %zu, \"max_context\": %lld, \"overlap\": %s, "
-          "\"dense_mma\": %s, \"branches\": %s, \"folded_experts\": %s}\n",
+          "\"dense_mma\": %s, \"branches\": %s, \"folded_experts\": %s, \"draw\": \"%s\"}\n",
           batch, static_cast<long long>(context), graphs ? "true" : "false", us, batch * 1e6 / us,
           bytes, bytes / kHbmBytesPerS * 1e6, bytes / kHbmBytesPerS * 1e6 / us,
           (*dev)->device_bytes() >> 20, static_cast<long long>(opt.max_context),
           deepinfer::kernels::OverlappedLaunches() ? "true" : "false", dense_mma ? "true" : "false",
-          branches ? "true" : "false", folded_experts ? "true" : "false");
+          branches ? "true" : "false", folded_experts ? "true" : "false", draw.c_str());
       std::fflush(stdout);
     }
   }
