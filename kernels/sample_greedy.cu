@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "kernels/launch.cuh"
+#include "kernels/sample_pick.h"
+#include "kernels/sample_rows.cuh"
 #include "kernels/sampling.h"
 
 namespace deepinfer::kernels {
@@ -14,20 +16,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// A logit's bits as an unsigned key that orders like the sort's keys, largest first at the top
-// (-0 is +0 by then: GreedySliceKernel adds +0 as the sort's keys do), so the argmax is the
-// sort's first candidate.
-__device__ __forceinline__ uint32_t OrderKey(float v) {
-  const uint32_t u = __float_as_uint(v);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
+// A candidate by its DescendingKey (kernels/sample_pick.h): the smaller key, then the lower id,
+// is the sort's earlier candidate, so the best of a row is the sort's first.
 struct Best {
   uint32_t key;
   int32_t id;
 };
 __device__ __forceinline__ Best Better(Best a, Best b) {
-  return (b.key > a.key || (b.key == a.key && b.id < a.id)) ? b : a;
+  return (b.key < a.key || (b.key == a.key && b.id < a.id)) ? b : a;
 }
 
 // exp-sums with their own max: (m1, s1) + (m2, s2) rescaled to the larger max; empty parts
@@ -74,15 +70,13 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = blockIdx.y;
   const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
   const int32_t begin = blockIdx.x * slice, end = min(vocab, begin + slice);
-  const float* x = logits + (rows_of ? static_cast<int64_t>(rows_of[row]) : row) * vocab;
-  const uint32_t* mask = bitmask ? bitmask + row * ((vocab + 31) / 32) : nullptr;
+  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const bool want_sum = params[row].logprob != 0;
-  Best best{0u, INT32_MAX};
+  Best best{UINT32_MAX, INT32_MAX};  // after every candidate
   ExpSum sum{-INFINITY, 0.0};
   for (int32_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    float v = x[i] + 0.0f;
-    if (mask && !((mask[i / 32] >> (i % 32)) & 1u)) v = -INFINITY;
-    best = Better(best, {OrderKey(v), i});
+    const float v = x[i];
+    best = Better(best, {DescendingKey(v), i});
     if (want_sum && v != -INFINITY) sum = Join(sum, {v, 1.0});
   }
   best = BlockJoin(best, Better, best_shared);
@@ -112,8 +106,7 @@ __global__ void GreedyJoinKernel(const Best* best_in, const ExpSum* sums_in, int
     logprobs[row] = 0.0f;
     return;
   }
-  const uint32_t u = best.key & 0x80000000u ? best.key & 0x7fffffffu : ~best.key;
-  const double picked = __uint_as_float(u);
+  const double picked = KeyLogit(best.key);
   logprobs[row] = static_cast<float>(picked - (sum.max + log(sum.sum)));
 }
 

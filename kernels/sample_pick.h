@@ -1,10 +1,11 @@
 // The part of token sampling the CPU sampler (engine/sampling/sampler.cc) and the GPU sampler
-// (kernels/sampling.cu) share, written once so their picks agree: the counter-based draw, the
-// order in which the candidates' probabilities are summed, and the walk over them (min-p,
-// top-p, then the draw).
+// (kernels/sampling.cu, sample_greedy.cu, sample_topk.cu) share, written once so their picks
+// agree: the candidates' order key, the counter-based draw, the order in which the candidates'
+// probabilities are summed, and the walk over them (min-p, top-p, then the draw).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/exact_math.h"  // DI_HOST_DEVICE
 
@@ -27,6 +28,35 @@ struct SampleParams {
 /// Greedy decoding: the largest logit, lowest id among equals.
 DI_HOST_DEVICE inline bool IsGreedy(float temperature, int32_t top_k) {
   return temperature <= 0.0f || top_k == 1;
+}
+
+/// A logit's place in the candidates' order as an unsigned key: ascending keys are descending
+/// logits, -0 tied with +0, a positive NaN above +inf and a negative one below -inf (where float
+/// comparisons leave NaN no place). Both samplers sort and compare candidates by these keys,
+/// ties by lower id.
+DI_HOST_DEVICE inline uint32_t DescendingKey(float f) {
+  if (f == 0.0f) f = 0.0f;  // -0 ties with +0
+  uint32_t u;
+#ifdef __CUDA_ARCH__
+  u = __float_as_uint(f);
+#else
+  std::memcpy(&u, &f, sizeof(u));
+#endif
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~u;
+}
+
+/// The logit a DescendingKey was made from (+0 for either zero).
+DI_HOST_DEVICE inline float KeyLogit(uint32_t key) {
+  const uint32_t ascending = ~key;
+  const uint32_t u = (ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
 }
 
 /// How many of the sorted candidates sampling considers.

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "kernels/launch.cuh"
+#include "kernels/sample_pick.h"
+#include "kernels/sample_rows.cuh"
 #include "kernels/sample_topk.h"
 
 namespace deepinfer::kernels {
@@ -26,9 +28,7 @@ static_assert(kTile % kTopKMax == 0, "merge tiles hold whole chunks");
 using TileSort = cub::BlockRadixSort<uint64_t, kThreads, kItems>;
 
 __device__ __forceinline__ uint64_t CandidateKey(float v, int32_t id) {
-  const uint32_t u = __float_as_uint(v + 0.0f);  // -0 as +0: the CPU's comparison ties them
-  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<uint64_t>(~ascending) << kIdBits) | static_cast<uint32_t>(id);
+  return (static_cast<uint64_t>(DescendingKey(v)) << kIdBits) | static_cast<uint32_t>(id);
 }
 
 // Block (tile, row): the tile's keys sorted, its first kTopKMax written to out[row][tile].
@@ -40,21 +40,14 @@ __global__ void __launch_bounds__(kThreads)
   AwaitProducers();
   __shared__ typename TileSort::TempStorage temp;
   const int64_t row = blockIdx.y;
-  const int64_t words = (vocab + 31) / 32;
-  const float* x =
-      logits ? logits + (rows_of ? static_cast<int64_t>(rows_of[row]) : row) * vocab : nullptr;
+  const MaskedRow x =
+      logits ? MaskedRow::Of(logits, vocab, bitmask, rows_of, row) : MaskedRow{nullptr, nullptr};
   uint64_t keys[kItems];
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * kTile + k * kThreads + threadIdx.x;
-    if (x != nullptr) {
-      if (i < vocab) {
-        float v = x[i];
-        if (bitmask && !((bitmask[row * words + i / 32] >> (i % 32)) & 1u)) v = -INFINITY;
-        keys[k] = CandidateKey(v, static_cast<int32_t>(i));
-      } else {
-        keys[k] = kPastEnd;
-      }
+    if (logits != nullptr) {
+      keys[k] = i < vocab ? CandidateKey(x[i], static_cast<int32_t>(i)) : kPastEnd;
     } else {
       keys[k] = i < n_in ? chunks_in[row * n_in + i] : kPastEnd;
     }
@@ -75,9 +68,7 @@ __global__ void UnpackTopKKernel(const uint64_t* chunk, int32_t vocab, float* so
   const int64_t row = blockIdx.x;
   for (int i = threadIdx.x; i < kTopKMax && i < vocab; i += blockDim.x) {
     const uint64_t key = chunk[row * kTopKMax + i];
-    const uint32_t ascending = ~static_cast<uint32_t>(key >> kIdBits);
-    sorted_keys[row * vocab + i] =
-        __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
+    sorted_keys[row * vocab + i] = KeyLogit(static_cast<uint32_t>(key >> kIdBits));
     sorted_ids[row * vocab + i] = static_cast<int32_t>(key & ((1u << kIdBits) - 1));
   }
 }

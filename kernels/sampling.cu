@@ -4,40 +4,26 @@
 
 #include "kernels/launch.cuh"
 #include "kernels/sample_pick.h"
+#include "kernels/sample_rows.cuh"
 #include "kernels/sample_topk.h"
 #include "kernels/sampling.h"
 
 namespace deepinfer::kernels {
 namespace {
 
-// A masked logit as the low half of its sort key: descending float order as ascending integers
-// (-0 as +0: the CPU's comparison ties them), the row in the high half. One device-wide stable
-// sort of all rows then orders each row's candidates by descending logit, ties by lower id — a
-// segmented sort gives a whole row to one block (0.75 ms a row at V4's vocabulary).
-__device__ __forceinline__ uint64_t SortKey(int64_t row, float v) {
-  const uint32_t u = __float_as_uint(v + 0.0f);
-  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<uint64_t>(row) << 32) | ~ascending;
-}
-__device__ __forceinline__ float KeyLogit(uint64_t key) {
-  const uint32_t ascending = ~static_cast<uint32_t>(key);
-  return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
-}
-
-// The masked logits as sort keys and their ids.
+// A draw's masked logits as sort keys, the row in the high half and DescendingKey in the low:
+// one device-wide stable sort of all rows then orders each row's candidates as the CPU does
+// (a segmented sort gives a whole row to one block: 0.75 ms a row at V4's vocabulary).
 __global__ void PrepareKernel(const float* logits, int64_t total, int32_t vocab,
                               const uint32_t* bitmask, const int32_t* rows_of, uint64_t* keys,
                               int32_t* ids) {
   AwaitProducers();
-  const int64_t words = (vocab + 31) / 32;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = i / vocab;
     const int32_t id = static_cast<int32_t>(i % vocab);
-    const int64_t src = rows_of ? static_cast<int64_t>(rows_of[row]) * vocab + id : i;
-    float v = logits[src];
-    if (bitmask && !((bitmask[row * words + id / 32] >> (id % 32)) & 1u)) v = -INFINITY;
-    keys[i] = SortKey(row, v);
+    const float v = MaskedRow::Of(logits, vocab, bitmask, rows_of, row)[id];
+    keys[i] = (static_cast<uint64_t>(row) << 32) | DescendingKey(v);
     ids[i] = id;
   }
 }
@@ -47,7 +33,7 @@ __global__ void UnpackKernel(const uint64_t* keys, int64_t total, float* logits)
   AwaitProducers();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    logits[i] = KeyLogit(keys[i]);
+    logits[i] = KeyLogit(static_cast<uint32_t>(keys[i]));
   }
 }
 
@@ -194,15 +180,14 @@ __global__ void __launch_bounds__(kLogprobThreads)
   __shared__ double partial[kLogprobThreads / 32];
   const int64_t row = blockIdx.y;
   if (!params[row].logprob) return;
-  const float* x = logits + (rows_of ? static_cast<int64_t>(rows_of[row]) : row) * vocab;
-  const uint32_t* mask = bitmask ? bitmask + row * ((vocab + 31) / 32) : nullptr;
+  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const float mx = sorted_keys[row * vocab];
   const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
   const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
   double sum = 0;
-  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads) {
-    if (!mask || ((mask[i / 32] >> (i % 32)) & 1u)) sum += exp(static_cast<double>(x[i]) - mx);
-  }
+  // Masked ids (-inf) add exp(-inf) = +0, which changes no sum.
+  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads)
+    sum += exp(static_cast<double>(x[i]) - mx);
   for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
   __syncthreads();

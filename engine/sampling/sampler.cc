@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "kernels/sample_pick.h"
@@ -11,18 +10,8 @@
 namespace deepinfer {
 namespace {
 
-// A float's bits as an unsigned key that sorts like the float, largest first. NaN has a place
-// too (a positive NaN above +inf, a negative one below -inf), where comparisons leave it none:
-// every path of this sampler and the GPU's order candidates by these keys.
-inline uint32_t DescendingKey(float f) {
-  if (f == 0.0f) f = 0.0f;  // -0 ties with +0, as in the comparison order
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return ~u;
-}
-
-// Candidate a before b: descending logit by DescendingKey, ties by lower id.
+// Candidate a before b: descending logit by DescendingKey (kernels/sample_pick.h), ties by
+// lower id.
 inline bool Before(const float* logits, int32_t a, int32_t b) {
   const uint32_t ka = DescendingKey(logits[a]), kb = DescendingKey(logits[b]);
   return ka < kb || (ka == kb && a < b);

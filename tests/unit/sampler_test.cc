@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
+
+#include "kernels/sample_pick.h"
 
 namespace deepinfer {
 namespace {
@@ -17,6 +20,23 @@ TEST(SamplerTest, GreedyIsArgmaxWithLowerIdOnTies) {
   EXPECT_EQ(SampleToken(logits, 4, greedy, 1, 0, scratch), 1);
   SamplingConfig k1{.temperature = 1.0f, .top_k = 1};
   EXPECT_EQ(SampleToken(logits, 4, k1, 1, 0, scratch), 1);
+}
+
+// The candidates' order key both samplers sort by: ascending keys are descending logits, -0 ties
+// +0, NaN has a place at either end, and the key gives its logit back.
+TEST(SamplerTest, DescendingKeysOrderLogitsAndGiveThemBack) {
+  const float nan = std::nanf("");
+  const std::vector<float> descending = {nan,     INFINITY, 3.5f,   1.0f,      1e-40f, 0.0f,
+                                         -1e-40f, -2.0f,    -1e30f, -INFINITY, -nan};
+  for (size_t i = 0; i + 1 < descending.size(); ++i) {
+    EXPECT_LT(DescendingKey(descending[i]), DescendingKey(descending[i + 1])) << i;
+  }
+  EXPECT_EQ(DescendingKey(-0.0f), DescendingKey(0.0f));
+  for (float f : {3.5f, -2.0f, 1e-40f, -1e30f, INFINITY, -INFINITY}) {
+    EXPECT_EQ(KeyLogit(DescendingKey(f)), f);
+  }
+  EXPECT_FALSE(std::signbit(KeyLogit(DescendingKey(-0.0f))));  // either zero comes back +0
+  EXPECT_TRUE(std::isnan(KeyLogit(DescendingKey(nan))));
 }
 
 // NaN logits (a broken model's) take the sort keys' places, as on the GPU and in the radix
