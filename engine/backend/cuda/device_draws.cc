@@ -59,16 +59,14 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
                      "sampling masks"));
     }
     // The log-probabilities' kernel and copy only when the caller takes them and a draw asks.
-    for (const SampleParams& p : params) {
-      queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
-    }
     // A step of greedy draws only takes the argmax, and one whose draws are greedy or keep at
     // most kTopKMax candidates selects them, without sorting each row (bench/RESULTS.md).
     bool greedy = true, top_k = V >= kernels::kTopKMax;
     for (const SampleParams& p : params) {
-      greedy = greedy && IsGreedy(p.temperature, p.top_k);
-      top_k = top_k &&
-              (IsGreedy(p.temperature, p.top_k) || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax));
+      queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
+      const bool this_greedy = IsGreedy(p.temperature, p.top_k);
+      greedy = greedy && this_greedy;
+      top_k = top_k && (this_greedy || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax));
     }
     const auto sample = greedy  ? kernels::GreedyRows
                         : top_k ? kernels::TopKRows
