@@ -4,7 +4,7 @@
 //   bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] [--steps 64]
 //                        [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma]
 //                        [--no-branches] [--folded-experts] [--no-early-weights]
-//                        [--prefill 128,512] [--draw greedy|top_p|top_k]
+//                        [--prefill 128,512] [--draw greedy|top_p|top_k|temperature]
 // Every slot is first filled to --context tokens (decode steps), then --steps steps are timed.
 // --max-context: the slots' capacity (default: just enough); --no-eager: graphs only;
 // --no-overlap: kernels launched in plain stream order (kernels/launch.cuh), to measure the
@@ -15,8 +15,9 @@
 // touches, cache rows and indexer keys) and that against 4.3 TB/s.
 // --prefill C,...: for each chunk size, one sequence's --context prompt tokens in chunks of C
 // (the last row's logits each), timed whole. --draw: each timed step draws every row's token on
-// the device (StepSample: greedy, top-p 0.95 at T 0.8, or top-k 50 at T 0.7), as the daemon's
-// steps do, instead of copying every row's logits back (the JSON's `draw` says which).
+// the device (StepSample: greedy, top-p 0.95 at T 0.8, top-k 50 at T 0.7, or V4's card: T 1
+// alone), as the daemon's steps do, instead of copying every row's logits back (the JSON's
+// `draw` says which).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
       prefill = ParseList(value);
     } else if (flag == "--draw") {
       draw = value;
-      bad = draw != "greedy" && draw != "top_p" && draw != "top_k";
+      bad = draw != "greedy" && draw != "top_p" && draw != "top_k" && draw != "temperature";
     } else {
       bad = true;
     }
@@ -212,7 +213,7 @@ int main(int argc, char** argv) {
                  "usage: bench_device_forward --model DIR [--batches 1,8,32] [--context 2048] "
                  "[--steps 64] [--max-context N] [--no-eager] [--no-overlap] [--no-dense-mma] "
                  "[--no-branches] [--folded-experts] [--no-early-weights] "
-                 "[--prefill 128,512] [--draw greedy|top_p|top_k]\n");
+                 "[--prefill 128,512] [--draw greedy|top_p|top_k|temperature]\n");
     return 2;
   }
   auto ck = deepinfer::LoadCheckpoint(model);
@@ -243,9 +244,10 @@ int main(int argc, char** argv) {
       std::vector<deepinfer::SampleParams> params(batch);
       for (int b = 0; b < batch; ++b) {
         slots[b] = b;
-        params[b] = draw == "greedy"  ? deepinfer::SampleParams{0.0f, 1.0f, 0.0f, -1}
-                    : draw == "top_p" ? deepinfer::SampleParams{0.8f, 0.95f, 0.0f, -1}
-                                      : deepinfer::SampleParams{0.7f, 1.0f, 0.0f, 50};
+        params[b] = draw == "greedy"        ? deepinfer::SampleParams{0.0f, 1.0f, 0.0f, -1}
+                    : draw == "top_p"       ? deepinfer::SampleParams{0.8f, 0.95f, 0.0f, -1}
+                    : draw == "temperature" ? deepinfer::SampleParams{1.0f, 1.0f, 0.0f, -1}
+                                            : deepinfer::SampleParams{0.7f, 1.0f, 0.0f, 50};
         params[b].seed = 1;
         params[b].stream = static_cast<uint64_t>(b);
       }

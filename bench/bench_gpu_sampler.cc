@@ -1,10 +1,12 @@
-// The GPU sampler (kernels/sampling.h) alone: µs a call of SampleRows (or GreedyRows) for a step's
+// The GPU sampler (kernels/sampling.h) alone: µs a call of SampleRows (or the paths without its
+// sort) for a step's
 // draws, by rows and kind of draw, at V4's vocabulary by default. The device forward runs it after
 // the LM head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this
 // is what a draw adds to a decode step's latency.
 //   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
-// Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the
-// top-k select for kinds keeping at most kTopKMax candidates): µs a call (CUDA events over --calls
+// Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the id
+// walk, IdOrderRows, for kinds without a cut; the top-k select for kinds keeping at most
+// kTopKMax candidates): µs a call (CUDA events over --calls
 // back-to-back calls, after two warm-up calls), and the floor of reading the rows' logits once at
 // the H200's HBM bandwidth.
 #include <cuda_runtime_api.h>
@@ -70,9 +72,13 @@ int main(int argc, char** argv) {
     }
   }
   if (vocab < 1 || calls < 1 || rows_list.empty()) return 2;
-  // Greedy, greedy under a grammar mask, nucleus sampling, top-k, and nucleus with the picked
-  // token's log-probability: the kinds of draw a serving step mixes.
+  // Greedy, greedy under a grammar mask, nucleus sampling, top-k, nucleus with the picked
+  // token's log-probability, and V4's card (temperature 1, top_p 1, alone, with a min-p floor
+  // and with the log-probability): the kinds of draw a serving step mixes.
   const Kind kinds[] = {{"greedy", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 0}, false},
+                        {"temperature", {1.0f, 1.0f, 0.0f, -1, 1, 0, 0, 0}, false},
+                        {"temperature_min_p", {1.0f, 1.0f, 0.05f, -1, 1, 0, 0, 0}, false},
+                        {"temperature_logprob", {1.0f, 1.0f, 0.0f, -1, 1, 0, 0, 1}, false},
                         {"greedy_masked", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 0}, true},
                         {"greedy_logprob", {0.0f, 1.0f, 0.0f, -1, 1, 0, 0, 1}, false},
                         {"top_p", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 0}, false},
@@ -104,18 +110,26 @@ int main(int argc, char** argv) {
       std::vector<deepinfer::kernels::SampleParams> params(rows, kind.params);
       for (int r = 0; r < rows; ++r) params[r].stream = r;
       deepinfer::kernels::SampleParams* d_params = Upload(params);
-      // The sort every kind can take; greedy kinds also the argmax alone (GreedyRows), top-k
-      // kinds the select (TopKRows): what the device forward's draws take for such steps.
-      for (const char* path : {"sort", "argmax", "select"}) {
+      // The sort every kind can take; greedy kinds also the argmax alone (GreedyRows), kinds
+      // without a cut the id walk (IdOrderRows), top-k kinds the select (TopKRows): what the
+      // device forward's draws take for such steps.
+      const deepinfer::kernels::SampleParams& kp = kind.params;
+      const bool greedy = deepinfer::IsGreedy(kp.temperature, kp.top_k);
+      for (const char* path : {"sort", "argmax", "id_order", "select"}) {
         const std::string p = path;
-        if (p == "argmax" && kind.params.temperature > 0.0f) continue;
+        if (p == "argmax" && !greedy) continue;
+        if (p == "id_order" &&
+            !deepinfer::WalksIdOrder(kp.temperature, kp.top_k, kp.top_p, vocab)) {
+          continue;
+        }
         if (p == "select" &&
             !(kind.params.top_k >= 1 && kind.params.top_k <= deepinfer::kernels::kTopKMax)) {
           continue;
         }
-        const auto sample = p == "argmax"   ? deepinfer::kernels::GreedyRows
-                            : p == "select" ? deepinfer::kernels::TopKRows
-                                            : deepinfer::kernels::SampleRows;
+        const auto sample = p == "argmax"     ? deepinfer::kernels::GreedyRows
+                            : p == "id_order" ? deepinfer::kernels::IdOrderRows
+                            : p == "select"   ? deepinfer::kernels::TopKRows
+                                              : deepinfer::kernels::SampleRows;
         auto call = [&] {
           Check(static_cast<cudaError_t>(sample(ws, d_logits, rows, vocab,
                                                 kind.mask ? d_mask : nullptr, d_params, nullptr,

@@ -1,7 +1,9 @@
-// GreedyRows (kernels/sampling.h): a step's greedy draws without SampleRows' sort. Each row is
-// cut into kGreedySplits slices, one block a slice; a block finds its slice's largest masked
-// logit (lowest id among equals) and, for rows asking for their log-probability, the slice's
-// max and sum of exp(logit - max) in double. One block a row then joins its slices.
+// The draws that need no sort (kernels/sampling.h): GreedyRows, IdOrderRows and UnsortedPicks.
+// Each row is cut into kGreedySplits slices, one block a slice; a block finds its slice's
+// largest masked logit (lowest id among equals) and, for rows asking for their log-probability,
+// the slice's max and sum of exp(logit - max) in double. Greedy rows join their slices and are
+// done; rows walking in id order then sum their terms in runs of kSumChunk ids, a warp a run,
+// and one warp a row finds the draw among the runs' running sums.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -110,6 +112,87 @@ __global__ void GreedyJoinKernel(const Best* best_in, const ExpSum* sums_in, int
   logprobs[row] = static_cast<float>(picked - (sum.max + log(sum.sum)));
 }
 
+// Slices of at least 2,048 ids, at most kGreedySplits a row: V4's vocabulary takes 32 a row.
+int SliceCount(int32_t vocab) {
+  return static_cast<int>(std::min<int64_t>(kGreedySplits, (vocab + 2047) / 2048));
+}
+
+// The row's first candidate (the best of its slices), on every lane of the warp.
+__device__ Best WarpBest(const Best* best, int slices) {
+  Best b{UINT32_MAX, INT32_MAX};
+  for (int s = threadIdx.x % 32; s < slices; s += 32) b = Better(b, best[s]);
+  for (int off = 16; off > 0; off /= 2) {
+    const Best other{__shfl_xor_sync(0xffffffffu, b.key, off),
+                     __shfl_xor_sync(0xffffffffu, b.id, off)};
+    b = Better(b, other);
+  }
+  return b;
+}
+
+constexpr int kRunWarps = 8;
+
+// Warp (run r of row blockIdx.y), for rows walking in id order: IdOrderTerm of each id in the
+// run summed from zero in id order (run_sums), each running sum kept in within: ChunkedPrefix
+// over the ids, as SampleToken forms it.
+__global__ void __launch_bounds__(kRunWarps * 32)
+    IdRunSumsKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
+                    const int32_t* rows_of, const SampleParams* params, const Best* best,
+                    int slices, double* within, double* run_sums) {
+  AwaitProducers();
+  const int64_t row = blockIdx.y;
+  const SampleParams p = params[row];
+  if (!WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab)) return;
+  const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32;
+  if (run * kSumChunk >= vocab) return;
+  __shared__ __align__(16) double stage[kRunWarps][kRunStage];
+  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
+  const double top = KeyLogit(WarpBest(best + row * slices, slices).key);
+  const double inv_t = 1.0 / p.temperature;
+  const double sum = WarpRunSum(
+      run * kSumChunk, min(vocab, (run + 1) * kSumChunk),
+      [&](int32_t i) { return IdOrderTerm(x[i], top, inv_t, p.min_p); },
+      [&](int32_t i, double, double running) { within[row * vocab + i] = running; },
+      stage[threadIdx.x / 32]);
+  if (threadIdx.x % 32 == 0) run_sums[row * kMaxSumRuns + run] = sum;
+}
+
+// One warp a row, for rows walking in id order (and greedy ones with greedy_too): the pick,
+// PickInIdOrder's (kernels/sample_pick.h) over base[run] + within[i] by a 32-way search, or
+// the first candidate; its log-probability as GreedyJoinKernel forms it.
+__global__ void __launch_bounds__(32)
+    UnsortedPickKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
+                       const int32_t* rows_of, const SampleParams* params, const Best* best,
+                       const ExpSum* sums, int slices, const double* within, const double* run_sums,
+                       bool greedy_too, int32_t* out, float* logprobs) {
+  AwaitProducers();
+  __shared__ double base[kMaxSumRuns + 1];
+  const int64_t row = blockIdx.x;
+  const SampleParams c = params[row];
+  const bool greedy = IsGreedy(c.temperature, c.top_k);
+  if (!(greedy ? greedy_too : WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab))) return;
+  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
+  int32_t pick = WarpBest(best + row * slices, slices).id;
+  if (!greedy) {
+    WarpRunBases(run_sums + row * kMaxSumRuns, (vocab + kSumChunk - 1) / kSumChunk, base);
+    const double* w = within + row * vocab;
+    auto prefix = [&](int32_t i) { return base[i / kSumChunk] + w[i]; };
+    const double total = prefix(vocab - 1);
+    const double at = CounterDraw(c.seed, c.stream, c.position) * total;
+    pick = WarpFirstPass(0, vocab, [&](int32_t j) { return at < prefix(j); });
+    if (pick >= vocab) pick = total == 0 ? 0 : vocab - 1;
+  }
+  if (threadIdx.x != 0) return;
+  out[row] = pick;
+  if (logprobs == nullptr) return;
+  if (!c.logprob) {
+    logprobs[row] = 0.0f;
+    return;
+  }
+  ExpSum sum = sums[row * slices];
+  for (int s = 1; s < slices; ++s) sum = Join(sum, sums[row * slices + s]);
+  logprobs[row] = static_cast<float>(static_cast<double>(x[pick]) - (sum.max + log(sum.sum)));
+}
+
 }  // namespace
 
 int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
@@ -118,8 +201,7 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
-  // Slices of at least 2,048 ids, at most kGreedySplits a row: V4's vocabulary takes 32 a row.
-  const int slices = static_cast<int>(std::min<int64_t>(kGreedySplits, (vocab + 2047) / 2048));
+  const int slices = SliceCount(vocab);
   static_assert(sizeof(Best) == 8 && sizeof(ExpSum) == 16, "SamplerWorkspace::Reserve's sizes");
   auto* best = static_cast<Best*>(ws.greedy_best_);
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
@@ -128,6 +210,36 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   LaunchKernel(GreedyJoinKernel, static_cast<unsigned>(rows), 32, 0, s, best, sums, slices, params,
                out, logprobs);
   return static_cast<int>(cudaGetLastError());
+}
+
+int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                  const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+                  bool greedy_too, int32_t* out, float* logprobs, void* stream) {
+  if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int slices = SliceCount(vocab);
+  auto* best = static_cast<Best*>(ws.greedy_best_);
+  auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
+  LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, best, sums);
+  const int32_t runs = (vocab + kSumChunk - 1) / kSumChunk;
+  LaunchKernel(
+      IdRunSumsKernel,
+      dim3(static_cast<unsigned>((runs + kRunWarps - 1) / kRunWarps), static_cast<unsigned>(rows)),
+      kRunWarps * 32, 0, s, logits, vocab, bitmask, rows_of, params, best, slices, ws.prefix_,
+      ws.run_sums_);
+  LaunchKernel(UnsortedPickKernel, static_cast<unsigned>(rows), 32, 0, s, logits, vocab, bitmask,
+               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, greedy_too, out,
+               logprobs);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int IdOrderRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+                int32_t* out, float* logprobs, void* stream) {
+  return UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, true, out, logprobs,
+                       stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -1,9 +1,11 @@
 // The part of token sampling the CPU sampler (engine/sampling/sampler.cc) and the GPU sampler
 // (kernels/sampling.cu, sample_greedy.cu, sample_topk.cu) share, written once so their picks
 // agree: the candidates' order key, the counter-based draw, the order in which the candidates'
-// probabilities are summed, and the walk over them (min-p, top-p, then the draw).
+// probabilities are summed, and the walks over them: min-p, top-p, then the draw over the
+// candidates sorted, or the draw over them in id order where no cut needs the sort.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -62,6 +64,22 @@ DI_HOST_DEVICE inline float KeyLogit(uint32_t key) {
 /// How many of the sorted candidates sampling considers.
 DI_HOST_DEVICE inline int32_t CandidateCount(int32_t top_k, int32_t vocab) {
   return top_k > 0 && top_k < vocab ? top_k : vocab;
+}
+
+/// Whether a draw walks its candidates in id order: not greedy, and no top-k or top-p cut, which
+/// only the sorted order can make (V4's card samples so: temperature 1, top_p 1). Where no prefix
+/// of the sorted candidates is cut, any fixed order draws each token with its probability, and
+/// the id order needs no sort: both samplers then skip it (docs/gpu-sampler.md).
+DI_HOST_DEVICE inline bool WalksIdOrder(float temperature, int32_t top_k, float top_p,
+                                        int32_t vocab) {
+  return !IsGreedy(temperature, top_k) && CandidateCount(top_k, vocab) == vocab && !(top_p < 1.0f);
+}
+
+/// A token's term in the id-order walk: exp((logit - top) / T) in double, where top is the first
+/// candidate's logit, and 0 below the min-p floor (min_p times the first's term, which is 1).
+DI_HOST_DEVICE inline double IdOrderTerm(float logit, double top, double inv_t, float min_p) {
+  const double p = exp((logit - top) * inv_t);
+  return min_p > 0 && p < min_p ? 0.0 : p;
 }
 
 /// splitmix64's finaliser.
@@ -147,6 +165,17 @@ DI_HOST_DEVICE inline int32_t PickCandidate(const double* p, const double* prefi
   }
   const int32_t i = FirstPast(prefix, keep, u * sum, false);
   return i < keep ? i : keep - 1;
+}
+
+/// The id drawn by the id-order walk from prefix[0 .. n) (ChunkedPrefix of IdOrderTerm in id
+/// order): the first whose running sum passes the draw u in [0, 1) times the total (u times a
+/// positive total is below it, so one always does). A row of no mass (every token masked) draws
+/// id 0, one whose sums are NaN (NaN logits) the last id.
+DI_HOST_DEVICE inline int32_t PickInIdOrder(const double* prefix, int32_t n, double u) {
+  const double total = prefix[n - 1];
+  const int32_t i = FirstPast(prefix, n, u * total, false);
+  if (i < n) return i;
+  return total == 0 ? 0 : n - 1;
 }
 
 }  // namespace deepinfer

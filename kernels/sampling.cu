@@ -54,56 +54,31 @@ constexpr int kRunWarps = 8;
 
 // Warp (run r of row blockIdx.y): the run's probabilities (written to probs) and its sum from
 // zero in the candidates' order (run_sums), with each running sum within the run (within) — the
-// ChunkedPrefix terms. The lanes form 32 terms at once; every lane then adds them in order (the
-// same chain on each lane, so no lane waits for another), and lane j keeps the sum after term j.
+// ChunkedPrefix terms. Rows the id-order walk draws (UnsortedPicks) are not theirs.
 __global__ void __launch_bounds__(kRunWarps * 32)
     RunSumsKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
                   double* probs, double* within, double* run_sums) {
   AwaitProducers();
   const int64_t row = blockIdx.y;
   const SampleParams p = params[row];
-  if (IsGreedy(p.temperature, p.top_k)) return;
+  if (IsGreedy(p.temperature, p.top_k) || WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab)) {
+    return;
+  }
   const int32_t n = CandidateCount(p.top_k, vocab);
-  const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32;
   if (run * kSumChunk >= n) return;
+  __shared__ __align__(16) double stage[kRunWarps][kRunStage];
   const float* k = sorted_keys + row * vocab;
   const double inv_t = 1.0 / p.temperature, top = k[0];
-  const int32_t end = min(n, (run + 1) * kSumChunk);
-  double sum = 0;
-  for (int32_t t0 = run * kSumChunk; t0 < end; t0 += 32) {
-    const int32_t i = t0 + lane;
-    const double term = i < end ? CandidateProb(k, i, top, inv_t) : 0.0;
-    double mine = 0;
-    for (int32_t j = 0; j < 32 && t0 + j < end; ++j) {
-      sum += __shfl_sync(0xffffffffu, term, j);
-      if (j == lane) mine = sum;
-    }
-    if (i < end) {
-      probs[row * vocab + i] = term;
-      within[row * vocab + i] = mine;
-    }
-  }
-  if (lane == 0) run_sums[row * kMaxSumRuns + run] = sum;
-}
-
-// The first index in [lo, hi) where pass(i) holds, else hi; pass must never turn false again as i
-// grows. A warp probes 32 spaced indices a round (a 32-way search): every lane returns the same.
-template <typename Pass>
-__device__ int32_t WarpFirstPass(int32_t lo, int32_t hi, Pass pass) {
-  const int32_t lane = threadIdx.x % 32, none = hi;
-  while (lo < hi) {
-    const int32_t step = (hi - lo + 31) / 32, at = lo + lane * step;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, at >= hi || pass(at));
-    if (ballot == 0) {  // past every probe
-      lo = lo + 31 * step + 1;
-      continue;
-    }
-    const int first = __ffs(ballot) - 1;
-    if (first == 0) return lo;
-    hi = min(hi, lo + first * step);
-    lo = lo + (first - 1) * step + 1;
-  }
-  return lo < none ? lo : none;
+  const double sum = WarpRunSum(
+      run * kSumChunk, min(n, (run + 1) * kSumChunk),
+      [&](int32_t i) { return CandidateProb(k, i, top, inv_t); },
+      [&](int32_t i, double term, double running) {
+        probs[row * vocab + i] = term;
+        within[row * vocab + i] = running;
+      },
+      stage[threadIdx.x / 32]);
+  if (threadIdx.x % 32 == 0) run_sums[row * kMaxSumRuns + run] = sum;
 }
 
 // One warp a row: PickCandidate (sample_pick.h) on the running sums base[run] + within[i], where
@@ -118,6 +93,7 @@ __global__ void __launch_bounds__(32)
   __shared__ double base[kMaxSumRuns + 1];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
+  if (WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;  // UnsortedPicks' row
   const int32_t* ids = sorted_ids + row * vocab;
   const int lane = threadIdx.x;
   if (IsGreedy(c.temperature, c.top_k)) {
@@ -128,19 +104,7 @@ __global__ void __launch_bounds__(32)
     return;
   }
   const int32_t n = CandidateCount(c.top_k, vocab);
-  const int32_t runs = (n + kSumChunk - 1) / kSumChunk;
-  for (int32_t r = lane; r < runs; r += 32) base[r + 1] = run_sums[row * kMaxSumRuns + r];
-  __syncwarp();
-  if (lane == 0) {
-    double b = 0;
-    for (int32_t r = 0; r < runs; ++r) {
-      const double run_sum = base[r + 1];
-      base[r] = b;
-      b += run_sum;
-    }
-    base[runs] = b;
-  }
-  __syncwarp();
+  WarpRunBases(run_sums + row * kMaxSumRuns, (n + kSumChunk - 1) / kSumChunk, base);
   const double* p = probs + row * vocab;
   const double* w = within + row * vocab;
   auto prefix = [&](int32_t i) { return base[i / kSumChunk] + w[i]; };
@@ -179,7 +143,8 @@ __global__ void __launch_bounds__(kLogprobThreads)
   AwaitProducers();
   __shared__ double partial[kLogprobThreads / 32];
   const int64_t row = blockIdx.y;
-  if (!params[row].logprob) return;
+  const SampleParams& c = params[row];
+  if (!c.logprob || WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const float mx = sorted_keys[row * vocab];
   const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
@@ -205,7 +170,9 @@ __global__ void LogprobJoinKernel(const float* sorted_keys, int32_t vocab,
   AwaitProducers();
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
-  if (!params[row].logprob) {
+  const SampleParams& c = params[row];
+  if (WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;  // UnsortedPicks' row
+  if (!c.logprob) {
     logprobs[row] = 0.0f;  // not asked: 0, as the engine reports it
     return;
   }
@@ -289,6 +256,13 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
                int32_t* out, float* logprobs, void* stream) {
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
+  // The rows the id-order walk draws first: their sums go through prefix_, which the sort then
+  // takes over.
+  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
+                                  logprobs, stream);
+      e != 0) {
+    return e;
+  }
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t total = rows * vocab;
   auto* keys = reinterpret_cast<uint64_t*>(ws.probs_);

@@ -30,6 +30,8 @@ class SamplerWorkspace {
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int TopKRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                       const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend int UnsortedPicks(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
+                           const SampleParams*, const int32_t*, bool, int32_t*, float*, void*);
   friend struct SamplerAccess;  // kernels/sampling.cu's shared pick
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
@@ -56,7 +58,8 @@ constexpr int kGreedySplits = 32;
 /// device array; null: row r) with params[r] (device array), after the tokens whose bit is clear
 /// in row r of bitmask ([rows, ceil(vocab / 32)] words, bit i % 32 of word i / 32; null: no
 /// mask) are removed. Candidates in the same order (descending logit, ties by lower id: a stable
-/// radix sort), probabilities in double summed in the same sequence, the same counter-based
+/// radix sort; id order for rows without a cut, UnsortedPicks), probabilities in double summed
+/// in the same sequence, the same counter-based
 /// draw: the same token, except where the draw falls within a few ulps of double of a boundary
 /// (exp in double may differ in its last bit). With `logprobs` (device array; null: none),
 /// logprobs[r] for rows whose params ask (SampleParams::logprob) is the picked token's
@@ -73,6 +76,21 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
 int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);
+
+/// SampleRows for draws that are all greedy or walk their candidates in id order (WalksIdOrder,
+/// kernels/sample_pick.h: no top-k or top-p cut, as V4's card samples): the same tokens and
+/// log-probabilities without the sort. Each row is read twice: the argmax over its slices (as
+/// GreedyRows), then its terms summed in runs of kSumChunk ids, a warp a run.
+int IdOrderRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+                int32_t* out, float* logprobs, void* stream);
+
+/// The part of SampleRows and IdOrderRows that needs no sort: the picks (and log-probabilities)
+/// of the rows that walk in id order, and of the greedy rows too with `greedy_too`; other rows'
+/// out and logprobs are left alone.
+int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                  const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+                  bool greedy_too, int32_t* out, float* logprobs, void* stream);
 
 /// SampleRows for draws that are all greedy or keep at most kTopKMax candidates (1 <= top_k <=
 /// kTopKMax, kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same tokens

@@ -118,6 +118,17 @@ double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position) {
 int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
                     uint64_t position, std::vector<int32_t>& order) {
   if (IsGreedy(cfg.temperature, cfg.top_k)) return Argmax(logits, vocab);
+  const double inv_t = 1.0 / cfg.temperature;
+  thread_local std::vector<double> p, prefix;
+  const double u = CounterUniform(cfg.seed, stream, position);
+  if (WalksIdOrder(cfg.temperature, cfg.top_k, cfg.top_p, vocab)) {  // no cut: no sort
+    const double top = logits[Argmax(logits, vocab)];
+    p.resize(vocab);
+    prefix.resize(vocab);
+    for (int32_t i = 0; i < vocab; ++i) p[i] = IdOrderTerm(logits[i], top, inv_t, cfg.min_p);
+    ChunkedPrefix(p.data(), vocab, prefix.data());
+    return PickInIdOrder(prefix.data(), vocab, u);
+  }
   // Candidates by descending logit; ties by lower id, so the order is fully determined.
   const int32_t n = CandidateCount(cfg.top_k, vocab);
   if (n <= 1024) {  // a small top-k: selecting beats sorting everything
@@ -128,14 +139,11 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   } else {
     SortByLogit(logits, vocab, order);
   }
-  const double inv_t = 1.0 / cfg.temperature;
   const double top = logits[order[0]];
-  thread_local std::vector<double> p, prefix;
   p.resize(n);
   prefix.resize(n);
   for (int32_t i = 0; i < n; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
   ChunkedPrefix(p.data(), n, prefix.data());
-  const double u = CounterUniform(cfg.seed, stream, position);
   return order[PickCandidate(p.data(), prefix.data(), n, cfg.min_p, cfg.top_p, u)];
 }
 

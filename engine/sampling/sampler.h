@@ -60,7 +60,10 @@ void ComputeLogprobs(const float* logits, int32_t vocab, int32_t chosen, int top
 /// A uniform double in [0, 1) from (seed, stream, position), by splitmix64 mixing.
 double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position);
 
-/// Picks the next token from `logits` [vocab]. `scratch` is reused between calls.
+/// Picks the next token from `logits` [vocab]: greedy, the largest logit (lowest id among
+/// equals); with a top-k or top-p cut, a draw over the candidates sorted by descending logit;
+/// without one, a draw over them in id order, which needs no sort (kernels/sample_pick.h,
+/// WalksIdOrder). `scratch` is reused between calls.
 int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
                     uint64_t position, std::vector<int32_t>& scratch);
 /// The same pick with one row's SampleParams (kernels/sample_pick.h: the GPU sampler's form),

@@ -102,6 +102,51 @@ TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
   EXPECT_EQ(two->draws->length(0), 24);
 }
 
+// A step whose draws have no cut (V4's card: temperature 1, top_p 1; a min-p floor; a greedy
+// row beside them) walks the ids in order without a sort and picks what the CPU sampler picks,
+// under a mask too, with the log-probability asked for.
+TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  DeviceForwardOptions opt;
+  opt.max_batch = 3;
+  opt.slots = 3;
+  opt.max_context = 128;
+  auto two = MakeTwo(opt);
+  ASSERT_NE(two, nullptr);
+  const int32_t V = two->V;
+  const int64_t words = two->words;
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
+  std::vector<int32_t> toks = {3, 5, 7};
+  for (int step = 0; step < 12; ++step) {
+    std::vector<uint32_t> mask(3 * words, ~0u);
+    for (int64_t w = 0; w < words; ++w) mask[words + w] = static_cast<uint32_t>(rng());
+    mask[words] |= 1u;
+    std::vector<kernels::SampleParams> params(3);
+    params[0] = {1.0f, 1.0f, 0.0f, -1, 9, 0, static_cast<uint64_t>(step), 1};
+    params[1] = {0.7f, 1.0f, 0.1f, -1, 9, 1, static_cast<uint64_t>(step), 0};
+    params[2] = {0.0f, 1.0f, 0.0f, -1, 9, 2, static_cast<uint64_t>(step), 1};
+    std::vector<float> logits(3 * V), logprobs(3, 1.0f);
+    std::vector<int32_t> next(3, -1);
+    ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());
+    ASSERT_TRUE(two->draws
+                    ->StepMixed(slots, toks, rows, params, mask.data(), next.data(),
+                                logprobs.data(), {}, nullptr)
+                    .ok());
+    for (int r = 0; r < 3; ++r) {
+      float want_logprob = 0;
+      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
+          << "step " << step << " row " << r;
+      if (params[r].logprob) {
+        EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
+      } else {
+        EXPECT_EQ(logprobs[r], 0.0f);
+      }
+    }
+    toks = next;
+  }
+}
+
 // Asked for some rows (a prompt chunk's last beside a decode row), the draws read exactly those
 // rows' logits; the second draw reports its log-probability, the first, not asked, 0.
 TEST(DeviceForwardTest, DrawsTheRowsAskedFor) {

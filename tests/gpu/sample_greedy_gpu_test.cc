@@ -1,7 +1,8 @@
-// GreedyRows (kernels/sample_greedy.cu) against the sort-based SampleRows and the CPU sampler:
-// the same token for every greedy row, with grammar masks, ties on a coarse grid and across the
-// row's slices, rows read through an index, small and V4-sized vocabularies; the picked tokens'
-// log-probabilities where asked, 0 where not.
+// The draws without a sort (kernels/sample_greedy.cu) against the sort-based SampleRows and the
+// CPU sampler. GreedyRows: the same token for every greedy row, with grammar masks, ties on a
+// coarse grid and across the row's slices, rows read through an index, small and V4-sized
+// vocabularies; the picked tokens' log-probabilities where asked, 0 where not. IdOrderRows: the
+// same for rows without a cut (temperatures, min-p floors) beside greedy ones.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -81,6 +82,69 @@ TEST(SampleGreedyGpuTest, PicksWhatTheSortAndTheCpuPick) {
     EXPECT_NE(kernels::GreedyRows(ws, dl.get(), 1, vocab - 1, nullptr, dp.get(), nullptr,
                                   greedy.get(), nullptr, nullptr),
               0);
+  }
+}
+
+// Rows without a top-k or top-p cut walk the ids in order (WalksIdOrder): IdOrderRows, and
+// SampleRows for such rows beside sorted ones, pick SampleToken's token; rows with few allowed
+// ids (a mask keeping one in 32) never draw a masked one, and hot rows (T 0.2) draw from a
+// handful of ids spread over the runs.
+TEST(SampleGreedyGpuTest, IdOrderRowsPickWhatTheCpuPicks) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();  // printed with any failure
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const float temperatures[] = {1.0f, 0.2f, 1.7f, 0.0f, 1.0f, 0.6f};
+  const float min_ps[] = {0.0f, 0.0f, 0.05f, 0.0f, 0.3f, 0.0f};
+  for (int32_t vocab : {1000, 129280, 262144}) {
+    const int64_t rows = 24;
+    testing::SamplerStep s =
+        testing::RandomStep(rows, vocab, rng, [](int64_t r) { return (r / 6) % 2 == 1; });
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r % 12 == 11) {  // one id in 32 allowed (and id 0)
+        for (int64_t w = 0; w < s.words(); ++w) s.mask[r * s.words() + w] &= 0x00010000u;
+        s.mask[r * s.words()] |= 1u;
+      }
+      s.params[r] = {temperatures[r % 6],
+                     1.0f,
+                     min_ps[r % 6],
+                     r % 5 == 4 ? static_cast<int32_t>(vocab) : -1,  // top_k = vocab: no cut
+                     rng(),
+                     static_cast<uint64_t>(r),
+                     static_cast<uint64_t>(rng() % 1000),
+                     static_cast<uint32_t>(r % 3 != 0)};
+      ASSERT_TRUE(
+          IsGreedy(s.params[r].temperature, s.params[r].top_k) ||
+          WalksIdOrder(s.params[r].temperature, s.params[r].top_k, s.params[r].top_p, vocab));
+    }
+    kernels::SamplerWorkspace ws;
+    ASSERT_EQ(ws.Reserve(rows, vocab), 0);
+    DeviceVector<float> dl(s.logits);
+    DeviceVector<uint32_t> dm(s.mask);
+    DeviceVector<kernels::SampleParams> dp(s.params);
+    auto walked = DeviceVector<int32_t>::Poisoned(rows);
+    auto mixed = DeviceVector<int32_t>::Poisoned(rows);
+    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
+    ASSERT_EQ(kernels::IdOrderRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
+                                   walked.get(), dlp.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int32_t> got = walked.ToHost();
+    testing::ExpectCpuPicks(s, got, dlp.ToHost());
+    for (int64_t r = 11; r < rows; r += 12) {
+      EXPECT_TRUE((s.mask[r * s.words() + got[r] / 32] >> (got[r] % 32)) & 1u) << r;
+    }
+    // SampleRows: the same rows, every other one turned into a nucleus draw the sort takes.
+    testing::SamplerStep half = s;
+    for (int64_t r = 1; r < rows; r += 2) half.params[r].top_p = 0.9f;
+    DeviceVector<kernels::SampleParams> dhalf(half.params);
+    DeviceVector<float> dlp_half(std::vector<float>(rows, 1.0f));
+    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dhalf.get(), nullptr,
+                                  mixed.get(), dlp_half.get(), nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    testing::ExpectCpuPicks(half, mixed.ToHost(), dlp_half.ToHost());
+    testing::ExpectReversedPicks(kernels::IdOrderRows, ws, dl.get(), s, got);
   }
 }
 

@@ -70,11 +70,11 @@ TEST(SamplerTest, DrawsDependOnlyOnSeedStreamAndPosition) {
   }
 }
 
-// Sampling frequencies over many positions follow softmax(logits / T).
-// The draw over a large vocabulary (sorted by a radix sort) equals the draw over the candidates
-// in comparison-sort order (descending logit, ties by lower id), computed here directly, with
-// ties, both zeros and masked (-inf) tokens in the logits.
-TEST(SamplerTest, LargeVocabularyDrawsFollowTheComparisonOrder) {
+// The draw over a large vocabulary equals the draw computed here directly: with a top-p cut over
+// the candidates in comparison-sort order (descending logit, ties by lower id; the sampler sorts
+// them by radix), without one over the ids in order, with and without a min-p floor; with ties,
+// both zeros and masked (-inf) tokens in the logits.
+TEST(SamplerTest, LargeVocabularyDrawsFollowTheirOrder) {
   const int32_t vocab = 20000;
   std::vector<float> logits(vocab);
   uint64_t state = 42;
@@ -86,51 +86,78 @@ TEST(SamplerTest, LargeVocabularyDrawsFollowTheComparisonOrder) {
                 : bucket == 2 ? 0.0f
                               : static_cast<float>(bucket - 32) * 0.25f;  // many exact ties
   }
-  std::vector<int32_t> order(vocab);
-  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+  std::vector<int32_t> sorted(vocab), by_id(vocab);
+  for (int32_t i = 0; i < vocab; ++i) sorted[i] = by_id[i] = i;
+  std::sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
+  const double top = logits[sorted[0]];
   for (float temperature : {0.3f, 1.0f, 4.0f}) {
     for (float top_p : {1.0f, 0.9f}) {
-      SamplingConfig cfg{.temperature = temperature, .top_p = top_p, .seed = 5};
-      std::vector<double> p(vocab);
-      double sum = 0;
-      for (int32_t i = 0; i < vocab; ++i) {
-        const double top = logits[order[0]];
-        sum += (p[i] = std::exp((logits[order[i]] - top) * (1.0 / double{temperature})));
-      }
-      int32_t keep = vocab;
-      if (top_p < 1.0f) {
-        double acc = 0;
+      for (float min_p : {0.0f, 0.05f}) {
+        if (top_p < 1.0f && min_p > 0.0f) continue;  // TopKTopPAndMinP… covers them together
+        SamplingConfig cfg{.temperature = temperature, .top_p = top_p, .min_p = min_p, .seed = 5};
+        const std::vector<int32_t>& order = top_p < 1.0f ? sorted : by_id;
+        std::vector<double> p(vocab);
+        double sum = 0;
         for (int32_t i = 0; i < vocab; ++i) {
-          acc += p[i];
-          if (acc >= top_p * sum) {
-            keep = i + 1;
-            sum = acc;
-            break;
+          p[i] = std::exp((logits[order[i]] - top) * (1.0 / double{temperature}));
+          if (p[i] < min_p) p[i] = 0;
+          sum += p[i];
+        }
+        int32_t keep = vocab;
+        if (top_p < 1.0f) {
+          double acc = 0;
+          for (int32_t i = 0; i < vocab; ++i) {
+            acc += p[i];
+            if (acc >= top_p * sum) {
+              keep = i + 1;
+              sum = acc;
+              break;
+            }
           }
         }
-      }
-      std::vector<int32_t> scratch;
-      for (uint64_t pos = 0; pos < 200; ++pos) {
-        const double u = CounterUniform(5, 3, pos) * sum;
-        double acc = 0;
-        int32_t want = order[keep - 1];
-        for (int32_t i = 0; i < keep; ++i) {
-          acc += p[i];
-          if (u < acc) {
-            want = order[i];
-            break;
+        std::vector<int32_t> scratch;
+        for (uint64_t pos = 0; pos < 200; ++pos) {
+          const double u = CounterUniform(5, 3, pos) * sum;
+          double acc = 0;
+          int32_t want = -1;
+          for (int32_t i = 0; i < keep && want < 0; ++i) {
+            acc += p[i];
+            if (u < acc) want = order[i];
           }
+          ASSERT_GE(want, 0);
+          ASSERT_EQ(SampleToken(logits.data(), vocab, cfg, 3, pos, scratch), want)
+              << "temperature " << temperature << " top_p " << top_p << " min_p " << min_p
+              << " position " << pos;
         }
-        ASSERT_EQ(SampleToken(logits.data(), vocab, cfg, 3, pos, scratch), want)
-            << "temperature " << temperature << " top_p " << top_p << " position " << pos;
       }
     }
   }
 }
 
+// The id-order walk's edges: a draw just below the total still lands on a token of mass, never
+// on a masked one after it; a row of no mass draws id 0, one of NaN sums the last id.
+TEST(SamplerTest, IdOrderWalkLandsOnTokensOfMass) {
+  const double almost_one = 1.0 - 1.0 / 9007199254740992.0;  // the largest draw
+  const double prefix[] = {0.25, 0.75, 1.0, 1.0, 1.0};       // the last two: masked
+  EXPECT_EQ(PickInIdOrder(prefix, 5, almost_one), 2);
+  EXPECT_EQ(PickInIdOrder(prefix, 5, 0.0), 0);
+  EXPECT_EQ(PickInIdOrder(prefix, 5, 0.5), 1);
+  const double none[] = {0.0, 0.0, 0.0};
+  EXPECT_EQ(PickInIdOrder(none, 3, 0.5), 0);
+  const double nan[] = {std::nan(""), std::nan(""), std::nan("")};
+  EXPECT_EQ(PickInIdOrder(nan, 3, 0.5), 2);
+  // Through SampleToken: ids after the last allowed one are masked, and no draw reaches them.
+  std::vector<float> logits(3000, -INFINITY);
+  for (int32_t i = 0; i < 1500; ++i) logits[i] = std::sin(0.1f * static_cast<float>(i));
+  std::vector<int32_t> scratch;
+  SamplingConfig cfg{.temperature = 1.0f, .seed = 11};
+  for (uint64_t pos = 0; pos < 2000; ++pos)
+    ASSERT_LT(SampleToken(logits.data(), 3000, cfg, 1, pos, scratch), 1500) << pos;
+}
+
+// Sampling frequencies over many positions follow softmax(logits / T).
 TEST(SamplerTest, FrequenciesFollowTheTemperedSoftmax) {
   const float logits[] = {1.0f, 0.0f, -1.0f, 0.5f};
   SamplingConfig cfg{.temperature = 0.7f, .seed = 42};
