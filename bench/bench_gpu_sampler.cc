@@ -4,11 +4,13 @@
 // the LM head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this
 // is what a draw adds to a decode step's latency.
 //   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
+//                     [--timing back_to_back|alone]
 // Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the id
 // walk, IdOrderRows, for kinds without a cut; the top-k select for kinds keeping at most
-// kTopKMax candidates): µs a call (CUDA events over --calls
-// back-to-back calls, after two warm-up calls), and the floor of reading the rows' logits once at
-// the H200's HBM bandwidth.
+// kTopKMax candidates): µs a call after two warm-up calls, and the floor of reading the rows'
+// logits once at the H200's HBM bandwidth. --timing back_to_back (the default): CUDA events over
+// --calls calls queued back to back, whose launches overlap; alone: each call between its own
+// events, the stream drained before the next, as a decode step meets it (its launches included).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   std::vector<int> rows_list = {1, 8, 32, 64};
   int32_t vocab = 129280;
   int calls = 50;
+  bool alone = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--rows") {
@@ -66,8 +69,12 @@ int main(int argc, char** argv) {
       vocab = std::stoi(value);
     } else if (flag == "--calls") {
       calls = std::stoi(value);
+    } else if (flag == "--timing" && (value == "back_to_back" || value == "alone")) {
+      alone = value == "alone";
     } else {
-      std::fprintf(stderr, "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N] "
+                   "[--timing back_to_back|alone]\n");
       return 2;
     }
   }
@@ -138,18 +145,23 @@ int main(int argc, char** argv) {
         };
         call();
         call();
-        Check(cudaEventRecord(t0, stream), "record");
-        for (int c = 0; c < calls; ++c) call();
-        Check(cudaEventRecord(t1, stream), "record");
-        Check(cudaEventSynchronize(t1), "sync");
-        float ms = 0;
-        Check(cudaEventElapsedTime(&ms, t0, t1), "elapsed");
+        double ms = 0;
+        for (int c = 0; c < (alone ? calls : 1); ++c) {
+          Check(cudaStreamSynchronize(stream), "sync");
+          Check(cudaEventRecord(t0, stream), "record");
+          for (int k = 0; k < (alone ? 1 : calls); ++k) call();
+          Check(cudaEventRecord(t1, stream), "record");
+          Check(cudaEventSynchronize(t1), "sync");
+          float part = 0;
+          Check(cudaEventElapsedTime(&part, t0, t1), "elapsed");
+          ms += part;
+        }
         const double us = 1e3 * ms / calls;
         const double floor_us = rows * static_cast<double>(vocab) * 4 / kHbmBytesPerS * 1e6;
         std::printf(
             "{\"rows\": %d, \"vocab\": %d, \"kind\": \"%s\", \"path\": \"%s\", "
-            "\"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
-            rows, vocab, kind.name, path, us, floor_us);
+            "\"timing\": \"%s\", \"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
+            rows, vocab, kind.name, path, alone ? "alone" : "back_to_back", us, floor_us);
         std::fflush(stdout);
       }
       cudaFree(d_params);
