@@ -56,31 +56,23 @@ TEST(SampleGreedyGpuTest, PicksWhatTheSortAndTheCpuPick) {
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
     DeviceVector<float> dl(s.logits);
-    DeviceVector<uint32_t> dm(s.mask);
-    DeviceVector<kernels::SampleParams> dp(s.params);
-    auto greedy = DeviceVector<int32_t>::Poisoned(rows);
-    auto sorted = DeviceVector<int32_t>::Poisoned(rows);
-    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
-    ASSERT_EQ(kernels::GreedyRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                  greedy.get(), dlp.get(), nullptr),
-              0);
-    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                  sorted.get(), nullptr, nullptr),
-              0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> got = greedy.ToHost(), want_sorted = sorted.ToHost();
-    EXPECT_EQ(got, want_sorted) << "vocab " << vocab;
-    testing::ExpectCpuPicks(s, got, dlp.ToHost());
+    const testing::Drawn greedy = testing::DrawOnDevice(kernels::GreedyRows, ws, dl.get(), s);
+    const std::vector<int32_t>& got = greedy.ids;
+    EXPECT_EQ(got, testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s).ids)
+        << "vocab " << vocab;
+    testing::ExpectCpuPicks(s, got, greedy.logprobs);
     EXPECT_EQ(got[0], 5);  // the lower of the two ids
     EXPECT_EQ(got[4], vocab - 1);
     EXPECT_EQ(got[8], 7);
     testing::ExpectReversedPicks(kernels::GreedyRows, ws, dl.get(), s, got);
     // More rows than the workspace holds, or another vocabulary: refused.
+    DeviceVector<kernels::SampleParams> dp(s.params);
+    auto out = DeviceVector<int32_t>::Poisoned(rows + 1);
     EXPECT_NE(kernels::GreedyRows(ws, dl.get(), rows + 1, vocab, nullptr, dp.get(), nullptr,
-                                  greedy.get(), nullptr, nullptr),
+                                  out.get(), nullptr, nullptr),
               0);
-    EXPECT_NE(kernels::GreedyRows(ws, dl.get(), 1, vocab - 1, nullptr, dp.get(), nullptr,
-                                  greedy.get(), nullptr, nullptr),
+    EXPECT_NE(kernels::GreedyRows(ws, dl.get(), 1, vocab - 1, nullptr, dp.get(), nullptr, out.get(),
+                                  nullptr, nullptr),
               0);
   }
 }
@@ -120,30 +112,17 @@ TEST(SampleGreedyGpuTest, IdOrderRowsPickWhatTheCpuPicks) {
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
     DeviceVector<float> dl(s.logits);
-    DeviceVector<uint32_t> dm(s.mask);
-    DeviceVector<kernels::SampleParams> dp(s.params);
-    auto walked = DeviceVector<int32_t>::Poisoned(rows);
-    auto mixed = DeviceVector<int32_t>::Poisoned(rows);
-    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
-    ASSERT_EQ(kernels::IdOrderRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                   walked.get(), dlp.get(), nullptr),
-              0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> got = walked.ToHost();
-    testing::ExpectCpuPicks(s, got, dlp.ToHost());
+    const testing::Drawn walked = testing::DrawOnDevice(kernels::IdOrderRows, ws, dl.get(), s);
+    const std::vector<int32_t>& got = walked.ids;
+    testing::ExpectCpuPicks(s, got, walked.logprobs);
     for (int64_t r = 11; r < rows; r += 12) {
       EXPECT_TRUE((s.mask[r * s.words() + got[r] / 32] >> (got[r] % 32)) & 1u) << r;
     }
     // SampleRows: the same rows, every other one turned into a nucleus draw the sort takes.
     testing::SamplerStep half = s;
     for (int64_t r = 1; r < rows; r += 2) half.params[r].top_p = 0.9f;
-    DeviceVector<kernels::SampleParams> dhalf(half.params);
-    DeviceVector<float> dlp_half(std::vector<float>(rows, 1.0f));
-    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dhalf.get(), nullptr,
-                                  mixed.get(), dlp_half.get(), nullptr),
-              0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    testing::ExpectCpuPicks(half, mixed.ToHost(), dlp_half.ToHost());
+    const testing::Drawn mixed = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), half);
+    testing::ExpectCpuPicks(half, mixed.ids, mixed.logprobs);
     testing::ExpectReversedPicks(kernels::IdOrderRows, ws, dl.get(), s, got);
   }
 }

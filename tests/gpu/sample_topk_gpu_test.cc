@@ -65,21 +65,11 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
     DeviceVector<float> dl(s.logits);
-    DeviceVector<uint32_t> dm(s.mask);
-    DeviceVector<kernels::SampleParams> dp(s.params);
-    auto selected = DeviceVector<int32_t>::Poisoned(rows);
-    auto sorted = DeviceVector<int32_t>::Poisoned(rows);
-    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
-    ASSERT_EQ(kernels::TopKRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                selected.get(), dlp.get(), nullptr),
-              0);
-    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                  sorted.get(), nullptr, nullptr),
-              0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> got = selected.ToHost(), want_sorted = sorted.ToHost();
-    EXPECT_EQ(got, want_sorted) << "vocab " << vocab;
-    testing::ExpectCpuPicks(s, got, dlp.ToHost());
+    const testing::Drawn selected = testing::DrawOnDevice(kernels::TopKRows, ws, dl.get(), s);
+    const std::vector<int32_t>& got = selected.ids;
+    EXPECT_EQ(got, testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s).ids)
+        << "vocab " << vocab;
+    testing::ExpectCpuPicks(s, got, selected.logprobs);
     EXPECT_EQ(s.logits[4 * vocab + got[4]], 20.0f);  // top_k 64 among 300 tied maxima
     EXPECT_EQ(got[7], 7);
     testing::ExpectReversedPicks(kernels::TopKRows, ws, dl.get(), s, got);

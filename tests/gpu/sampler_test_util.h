@@ -84,6 +84,29 @@ inline void ExpectCpuPicks(const SamplerStep& s, const std::vector<int32_t>& got
   }
 }
 
+/// What a step's draws wrote: each row's id and log-probability.
+struct Drawn {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+};
+
+/// `sample` (SampleRows' signature) on step s: its masks and params uploaded beside d_logits
+/// (its logits, which the caller uploads once), ids poisoned and log-probabilities at 1 (never
+/// a log-probability) before the call; what it wrote, read back after it finished.
+template <typename Sample>
+Drawn DrawOnDevice(Sample sample, kernels::SamplerWorkspace& ws, const float* d_logits,
+                   const SamplerStep& s) {
+  DeviceVector<uint32_t> d_mask(s.mask);
+  DeviceVector<kernels::SampleParams> d_params(s.params);
+  auto ids = DeviceVector<int32_t>::Poisoned(s.rows);
+  DeviceVector<float> logprobs(std::vector<float>(s.rows, 1.0f));
+  EXPECT_EQ(sample(ws, d_logits, s.rows, s.vocab, d_mask.get(), d_params.get(), nullptr, ids.get(),
+                   logprobs.get(), nullptr),
+            0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {ids.ToHost(), logprobs.ToHost()};
+}
+
 /// `sample` (SampleRows' signature) on the step read back to front through rows_of: draw r reads
 /// logits row rows - 1 - r with that row's params and mask, so it must pick want[rows - 1 - r].
 template <typename Sample>

@@ -54,16 +54,9 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
     DeviceVector<float> dl(s.logits);
-    DeviceVector<uint32_t> dm(s.mask);
-    DeviceVector<kernels::SampleParams> dp(s.params);
-    auto dout = DeviceVector<int32_t>::Poisoned(rows);
-    DeviceVector<float> dlp(std::vector<float>(rows, 1.0f));  // a log-probability is never 1
-    ASSERT_EQ(kernels::SampleRows(ws, dl.get(), rows, vocab, dm.get(), dp.get(), nullptr,
-                                  dout.get(), dlp.get(), nullptr),
-              0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> got = dout.ToHost();
-    testing::ExpectCpuPicks(s, got, dlp.ToHost());
+    const testing::Drawn drawn = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s);
+    const std::vector<int32_t>& got = drawn.ids;
+    testing::ExpectCpuPicks(s, got, drawn.logprobs);
     // Rows read through rows_of (the device forward's draws among a step's rows).
     testing::ExpectReversedPicks(kernels::SampleRows, ws, dl.get(), s, got);
     if (vocab == 1000) {  // past kSumChunk * kMaxSumRuns ids a block cannot hold a row's runs
