@@ -169,8 +169,9 @@ DI_HOST_DEVICE inline int32_t PickCandidate(const double* p, const double* prefi
 
 /// The id drawn by the id-order walk from prefix[0 .. n) (ChunkedPrefix of IdOrderTerm in id
 /// order): the first whose running sum passes the draw u in [0, 1) times the total (u times a
-/// positive total is below it, so one always does). A row of no mass (every token masked) draws
-/// id 0, one whose sums are NaN (NaN logits) the last id.
+/// positive total is below it, so one always does). Sums of 0 cannot arise from a row (the
+/// first candidate's term is 1) and draw id 0; NaN sums (NaN logits, or every token masked,
+/// which the engine refuses before drawing) draw the last id.
 DI_HOST_DEVICE inline int32_t PickInIdOrder(const double* prefix, int32_t n, double u) {
   const double total = prefix[n - 1];
   const int32_t i = FirstPast(prefix, n, u * total, false);

@@ -93,8 +93,10 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
                   bool greedy_too, int32_t* out, float* logprobs, void* stream);
 
 /// SampleRows for draws that are all greedy or keep at most kTopKMax candidates (1 <= top_k <=
-/// kTopKMax, kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same tokens
-/// and log-probabilities, the candidates selected in 4,096-id tiles instead of sorting each row.
+/// kTopKMax and top_k < vocab: a top-k of the whole vocabulary walks in id order, which this
+/// path does not draw; kernels/sample_topk.h) over a vocabulary of at least kTopKMax ids: the same
+/// tokens and log-probabilities, the candidates selected in 4,096-id tiles instead of sorting each
+/// row.
 int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
              const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
              int32_t* out, float* logprobs, void* stream);

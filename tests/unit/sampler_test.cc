@@ -137,7 +137,8 @@ TEST(SamplerTest, LargeVocabularyDrawsFollowTheirOrder) {
 }
 
 // The id-order walk's edges: a draw just below the total still lands on a token of mass, never
-// on a masked one after it; a row of no mass draws id 0, one of NaN sums the last id.
+// on a masked one after it; sums of 0 (only PickInIdOrder's own edge) draw id 0, NaN sums
+// (NaN logits, a row with every token masked) the last id.
 TEST(SamplerTest, IdOrderWalkLandsOnTokensOfMass) {
   const double almost_one = 1.0 - 1.0 / 9007199254740992.0;  // the largest draw
   const double prefix[] = {0.25, 0.75, 1.0, 1.0, 1.0};       // the last two: masked

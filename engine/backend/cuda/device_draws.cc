@@ -68,7 +68,9 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
       const bool this_greedy = IsGreedy(p.temperature, p.top_k);
       greedy = greedy && this_greedy;
       id_order = id_order && (this_greedy || WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab_));
-      top_k = top_k && (this_greedy || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax));
+      // A top-k of the whole vocabulary (possible at 128 ids) cuts nothing: that row walks.
+      top_k = top_k &&
+              (this_greedy || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_));
     }
     const auto sample = greedy     ? kernels::GreedyRows
                         : id_order ? kernels::IdOrderRows
