@@ -2,7 +2,8 @@
 // CPU sampler. GreedyRows: the same token for every greedy row, with grammar masks, ties on a
 // coarse grid and across the row's slices, rows read through an index, small and V4-sized
 // vocabularies; the picked tokens' log-probabilities where asked, 0 where not. IdOrderRows: the
-// same for rows without a cut (temperatures, min-p floors) beside greedy ones.
+// same for rows without a cut (temperatures, min-p floors) beside greedy ones, and for rows with
+// NaN or infinite logits.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -108,6 +109,12 @@ TEST(SampleGreedyGpuTest, IdOrderRowsPickWhatTheCpuPicks) {
       ASSERT_TRUE(
           IsGreedy(s.params[r].temperature, s.params[r].top_k) ||
           WalksIdOrder(s.params[r].temperature, s.params[r].top_k, s.params[r].top_p, vocab));
+      // A broken model's rows: a positive NaN, a negative NaN and +inf at id 0 (never masked);
+      // NaN sums on both sides draw the last id (log-probabilities are NaN: not asked).
+      if (r >= 18 && r <= 20) {
+        s.row(r)[0] = r == 18 ? std::nanf("") : r == 19 ? -std::nanf("") : INFINITY;
+        s.params[r].logprob = 0;
+      }
     }
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
