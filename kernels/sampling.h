@@ -32,7 +32,8 @@ class SamplerWorkspace {
                       const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int UnsortedPicks(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                            const SampleParams*, const int32_t*, bool, int32_t*, float*, void*);
-  friend struct SamplerAccess;  // kernels/sampling.cu's shared pick
+  friend struct SamplerAccess;          // kernels/sampling.cu's shared pick
+  friend struct SamplerWorkspaceProbe;  // tests/gpu/sampling_gpu_test.cc reads the sums back
   int64_t rows_ = 0;
   int32_t vocab_ = 0;
   float* sorted_keys_ = nullptr;  // each row's masked logits, largest first

@@ -1,7 +1,8 @@
 // GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
 // on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
 // full vocabularies, and each kind of truncation (min-p and top-p together too); and rows read
-// through an index (rows_of); the picked tokens' log-probabilities where asked.
+// through an index (rows_of); the picked tokens' log-probabilities where asked; and the running sums
+// both walks search, ChunkedPrefix's to the last bit.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -62,6 +63,109 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     if (vocab == 1000) {  // past kSumChunk * kMaxSumRuns ids a block cannot hold a row's runs
       kernels::SamplerWorkspace too_wide;
       EXPECT_NE(too_wide.Reserve(1, kSumChunk * kMaxSumRuns + 1), 0);
+    }
+  }
+}
+
+/// The running sums both samplers walk, as the GPU left them: SampleRows' sorted candidates'
+/// probabilities and ids, each candidate's sum within its run and each run's sum.
+struct RunningSums {
+  std::vector<double> probs, within, run_sums;
+  std::vector<int32_t> sorted_ids;
+  int32_t vocab = 0;
+
+  /// Row r's running sums as ChunkedPrefix forms them: each run's bases added in order from zero.
+  std::vector<double> Prefix(int64_t r, int32_t n) const {
+    std::vector<double> prefix(n);
+    double base = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      if (i > 0 && i % kSumChunk == 0) base += run_sums[r * kMaxSumRuns + i / kSumChunk - 1];
+      prefix[i] = base + within[r * vocab + i];
+    }
+    return prefix;
+  }
+};
+
+}  // namespace
+
+namespace kernels {
+struct SamplerWorkspaceProbe {
+  static RunningSums Read(const SamplerWorkspace& ws, int64_t rows) {
+    RunningSums s;
+    s.vocab = ws.vocab_;
+    const size_t cells = static_cast<size_t>(rows) * ws.vocab_;
+    s.probs.resize(cells);
+    s.within.resize(cells);
+    s.sorted_ids.resize(cells);
+    s.run_sums.resize(static_cast<size_t>(rows) * kMaxSumRuns);
+    cudaMemcpy(s.probs.data(), ws.probs_, cells * sizeof(double), cudaMemcpyDeviceToHost);
+    cudaMemcpy(s.within.data(), ws.prefix_, cells * sizeof(double), cudaMemcpyDeviceToHost);
+    cudaMemcpy(s.sorted_ids.data(), ws.sorted_ids_, cells * sizeof(int32_t),
+               cudaMemcpyDeviceToHost);
+    cudaMemcpy(s.run_sums.data(), ws.run_sums_, s.run_sums.size() * sizeof(double),
+               cudaMemcpyDeviceToHost);
+    return s;
+  }
+};
+}  // namespace kernels
+
+namespace {
+
+/// The first index where got and want differ in a bit (as doubles: no NaN arises here), else -1.
+int64_t FirstDifference(const std::vector<double>& got, const std::vector<double>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// The GPU's running sums are ChunkedPrefix's to the last bit, on both walks: the sorted one's
+// (SampleRows' top-p row: its own probabilities summed) and the id walk's (UnsortedPicks: the
+// same row's probabilities put back in id order, min-p's zeros included). A sum in any other
+// order (a tree, runs of another length, bases added otherwise) differs somewhere in 129K terms.
+TEST(SamplingGpuTest, RunningSumsAreChunkedPrefixsToTheBit) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int32_t vocab : {1000, 129280}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    // Pairs of draws (sorted, id walk) on one logits row each: plain, masked, and min-p.
+    constexpr int64_t kRows = 6;
+    testing::SamplerStep s =
+        testing::RandomStep(kRows, vocab, rng, [](int64_t r) { return r / 2 == 1; });
+    const std::vector<float> min_p = {0.0f, 0.0f, 0.02f};
+    for (int64_t r = 0; r < kRows; ++r) {
+      s.params[r] = {0.8f,
+                     r % 2 == 0 ? 0.9f : 1.0f,
+                     r % 2 == 0 ? 0.0f : min_p[r / 2],
+                     -1,
+                     rng(),
+                     static_cast<uint64_t>(r),
+                     7,
+                     0};
+      std::copy_n(s.row(r - r % 2), vocab, s.row(r));  // each pair draws from one row
+    }
+    std::copy_n(&s.mask[2 * s.words()], s.words(), &s.mask[3 * s.words()]);
+    kernels::SamplerWorkspace ws;
+    ASSERT_EQ(ws.Reserve(kRows, vocab), 0);
+    DeviceVector<float> dl(s.logits);
+    const testing::Drawn drawn = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s);
+    testing::ExpectCpuPicks(s, drawn.ids, drawn.logprobs);
+    const RunningSums sums = kernels::SamplerWorkspaceProbe::Read(ws, kRows);
+    for (int64_t r = 0; r < kRows; r += 2) {
+      const std::vector<double> probs(sums.probs.begin() + r * vocab,
+                                      sums.probs.begin() + (r + 1) * vocab);
+      std::vector<double> want(vocab);
+      ChunkedPrefix(probs.data(), vocab, want.data());
+      EXPECT_EQ(FirstDifference(sums.Prefix(r, vocab), want), -1) << "sorted row " << r;
+      std::vector<double> by_id(vocab);
+      for (int32_t i = 0; i < vocab; ++i) {
+        const double p = probs[i];
+        by_id[sums.sorted_ids[r * vocab + i]] = p < s.params[r + 1].min_p ? 0.0 : p;
+      }
+      ChunkedPrefix(by_id.data(), vocab, want.data());
+      EXPECT_EQ(FirstDifference(sums.Prefix(r + 1, vocab), want), -1) << "id-walk row " << r + 1;
     }
   }
 }
