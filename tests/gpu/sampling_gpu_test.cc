@@ -1,8 +1,8 @@
 // GPU sampling against the CPU sampler (engine/sampling/sampler.h): the same token for every row
 // on fresh random logits, with grammar bitmasks, heavy ties (logits on a coarse grid), small and
 // full vocabularies, and each kind of truncation (min-p and top-p together too); and rows read
-// through an index (rows_of); the picked tokens' log-probabilities where asked; and the running sums
-// both walks search, ChunkedPrefix's to the last bit.
+// through an index (rows_of); the picked tokens' log-probabilities where asked; and the running
+// sums both walks search, ChunkedPrefix's to the last bit.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
