@@ -152,20 +152,30 @@ TEST(SamplingGpuTest, RunningSumsAreChunkedPrefixsToTheBit) {
     DeviceVector<float> dl(s.logits);
     const testing::Drawn drawn = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s);
     testing::ExpectCpuPicks(s, drawn.ids, drawn.logprobs);
-    const RunningSums sums = kernels::SamplerWorkspaceProbe::Read(ws, kRows);
+    const RunningSums sorted = kernels::SamplerWorkspaceProbe::Read(ws, kRows);
+    // SampleRows' sort reuses the walk's sums' buffer after its walk, so they are read after the
+    // walk alone (which leaves the sorted rows' probabilities and ids where they were).
+    auto walk = [](kernels::SamplerWorkspace& w, const float* logits, int64_t rows, int32_t n,
+                   const uint32_t* mask, const kernels::SampleParams* params,
+                   const int32_t* rows_of, int32_t* out, float* logprobs, void* stream) {
+      return kernels::UnsortedPicks(w, logits, rows, n, mask, params, rows_of, false, out, logprobs,
+                                    stream);
+    };
+    testing::DrawOnDevice(walk, ws, dl.get(), s);
+    const RunningSums walked = kernels::SamplerWorkspaceProbe::Read(ws, kRows);
     for (int64_t r = 0; r < kRows; r += 2) {
-      const std::vector<double> probs(sums.probs.begin() + r * vocab,
-                                      sums.probs.begin() + (r + 1) * vocab);
+      const std::vector<double> probs(sorted.probs.begin() + r * vocab,
+                                      sorted.probs.begin() + (r + 1) * vocab);
       std::vector<double> want(vocab);
       ChunkedPrefix(probs.data(), vocab, want.data());
-      EXPECT_EQ(FirstDifference(sums.Prefix(r, vocab), want), -1) << "sorted row " << r;
+      EXPECT_EQ(FirstDifference(sorted.Prefix(r, vocab), want), -1) << "sorted row " << r;
       std::vector<double> by_id(vocab);
       for (int32_t i = 0; i < vocab; ++i) {
         const double p = probs[i];
-        by_id[sums.sorted_ids[r * vocab + i]] = p < s.params[r + 1].min_p ? 0.0 : p;
+        by_id[sorted.sorted_ids[r * vocab + i]] = p < s.params[r + 1].min_p ? 0.0 : p;
       }
       ChunkedPrefix(by_id.data(), vocab, want.data());
-      EXPECT_EQ(FirstDifference(sums.Prefix(r + 1, vocab), want), -1) << "id-walk row " << r + 1;
+      EXPECT_EQ(FirstDifference(walked.Prefix(r + 1, vocab), want), -1) << "id-walk row " << r + 1;
     }
   }
 }
