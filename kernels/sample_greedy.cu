@@ -61,15 +61,22 @@ __device__ T BlockJoin(T v, F join, T* shared) {
   return v;  // thread 0's is the block's
 }
 
-// Block (slice, row): the slice's best candidate and, when the row asks, its exp-sum.
+// Block (slice, row): the slice's best candidate and, when the row asks, its exp-sum; for rows
+// walking in id order, and for greedy rows with greedy_rows (SampleRows draws those from its
+// sort, so it reads no slices for them or for its other rows).
 __global__ void __launch_bounds__(kThreads)
     GreedySliceKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
-                      const SampleParams* params, const int32_t* rows_of, Best* best_out,
-                      ExpSum* sums_out) {
+                      const SampleParams* params, const int32_t* rows_of, bool greedy_rows,
+                      Best* best_out, ExpSum* sums_out) {
   AwaitProducers();
   __shared__ Best best_shared[kThreads / 32];
   __shared__ ExpSum sums_shared[kThreads / 32];
   const int64_t row = blockIdx.y;
+  const SampleParams& c = params[row];
+  if (!(greedy_rows && IsGreedy(c.temperature, c.top_k)) &&
+      !WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) {
+    return;
+  }
   const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
   const int32_t begin = blockIdx.x * slice, end = min(vocab, begin + slice);
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
@@ -206,7 +213,7 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   auto* best = static_cast<Best*>(ws.greedy_best_);
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
-               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, best, sums);
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, true, best, sums);
   LaunchKernel(GreedyJoinKernel, static_cast<unsigned>(rows), 32, 0, s, best, sums, slices, params,
                out, logprobs);
   return static_cast<int>(cudaGetLastError());
@@ -222,7 +229,7 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
   auto* best = static_cast<Best*>(ws.greedy_best_);
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
-               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, best, sums);
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, greedy_too, best, sums);
   const int32_t runs = (vocab + kSumChunk - 1) / kSumChunk;
   LaunchKernel(
       IdRunSumsKernel,
