@@ -96,29 +96,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block row: the row's slices joined in order; the pick and its log-probability, as
-// LogprobJoinKernel forms it (logit less max + log(sum)).
-__global__ void GreedyJoinKernel(const Best* best_in, const ExpSum* sums_in, int slices,
-                                 const SampleParams* params, int32_t* out, float* logprobs) {
-  AwaitProducers();
-  if (threadIdx.x != 0) return;
-  const int64_t row = blockIdx.x;
-  Best best = best_in[row * slices];
-  ExpSum sum = sums_in[row * slices];
-  for (int s = 1; s < slices; ++s) {
-    best = Better(best, best_in[row * slices + s]);
-    sum = Join(sum, sums_in[row * slices + s]);
-  }
-  out[row] = best.id;
-  if (logprobs == nullptr) return;
-  if (!params[row].logprob) {
-    logprobs[row] = 0.0f;
-    return;
-  }
-  const double picked = KeyLogit(best.key);
-  logprobs[row] = static_cast<float>(picked - (sum.max + log(sum.sum)));
-}
-
 // Slices of at least 2,048 ids, at most kGreedySplits a row: V4's vocabulary takes 32 a row.
 int SliceCount(int32_t vocab) {
   return static_cast<int>(std::min<int64_t>(kGreedySplits, (vocab + 2047) / 2048));
@@ -165,7 +142,8 @@ __global__ void __launch_bounds__(kRunWarps * 32)
 
 // One warp a row, for rows walking in id order (and greedy ones with greedy_too): the pick,
 // PickInIdOrder's (kernels/sample_pick.h) over base[run] + within[i] by a 32-way search, or
-// the first candidate; its log-probability as GreedyJoinKernel forms it.
+// the first candidate; its log-probability as LogprobJoinKernel forms it (logit less max +
+// log(sum), the slices' exp-sums joined in order).
 __global__ void __launch_bounds__(32)
     UnsortedPickKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
                        const int32_t* rows_of, const SampleParams* params, const Best* best,
@@ -214,8 +192,9 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
                kThreads, 0, s, logits, vocab, bitmask, params, rows_of, true, best, sums);
-  LaunchKernel(GreedyJoinKernel, static_cast<unsigned>(rows), 32, 0, s, best, sums, slices, params,
-               out, logprobs);
+  // Every row greedy: the pick is the first candidate, with no run sums to form.
+  LaunchKernel(UnsortedPickKernel, static_cast<unsigned>(rows), 32, 0, s, logits, vocab, bitmask,
+               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, true, out, logprobs);
   return static_cast<int>(cudaGetLastError());
 }
 
