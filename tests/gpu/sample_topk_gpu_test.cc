@@ -2,11 +2,14 @@
 // SampleRows and the CPU sampler: the same token for every row keeping at most kTopKMax
 // candidates, or greedy, with grammar masks, ties on a coarse grid and more equal maxima than
 // kTopKMax, vocabularies of one tile, a short last tile, one merge and two merges, rows read
-// through an index; the log-probabilities where asked.
+// through an index; the log-probabilities where asked. And the select's candidate lists against
+// a full sort on the host.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -80,6 +83,61 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
   EXPECT_NE(kernels::TopKRows(small, nullptr, 1, kernels::kTopKMax - 1, nullptr, nullptr, nullptr,
                               nullptr, nullptr, nullptr),
             0);
+}
+
+// SelectTopKCandidates' lists themselves: each row's first kTopKMax candidates, logits and ids,
+// are the full sort's (descending masked logit, -0 as +0, ties by lower id), on vocabularies of
+// exactly kTopKMax ids, one tile, a short last tile, one merge and two, with more tied maxima
+// than the list holds, tied runs across the list's end and masks; rows read through rows_of.
+TEST(SampleTopKGpuTest, SelectsTheSortsFirstCandidates) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  constexpr int64_t kRows = 5;
+  for (int32_t vocab : {kernels::kTopKMax, 1000, 4196, 129280, 262144}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    testing::SamplerStep s =
+        testing::RandomStep(kRows, vocab, rng, [](int64_t r) { return r == 2; });
+    for (int j = 0; j < 300; ++j) s.row(3)[(static_cast<int64_t>(j) * 7919) % vocab] = 20.0f;
+    for (int32_t i = 0; i < vocab; ++i) s.row(4)[i] = std::round(s.row(4)[i] / 4.0f);  // few values
+    s.row(4)[vocab / 2] = -0.0f;
+    const int64_t tiles = (vocab + 4095) / 4096;
+    DeviceVector<float> dl(s.logits);
+    DeviceVector<uint32_t> mask(s.mask);
+    // Draw r reads logits row kRows - 1 - r with mask row r.
+    std::vector<int32_t> reversed(kRows);
+    std::iota(reversed.rbegin(), reversed.rend(), 0);
+    DeviceVector<int32_t> rows_of(reversed);
+    auto scratch_a = DeviceVector<uint64_t>::Poisoned(kRows * tiles * kernels::kTopKMax);
+    auto scratch_b = DeviceVector<uint64_t>::Poisoned(kRows * tiles * kernels::kTopKMax);
+    auto keys = DeviceVector<float>::Poisoned(kRows * vocab);
+    auto ids = DeviceVector<int32_t>::Poisoned(kRows * vocab);
+    ASSERT_EQ(kernels::SelectTopKCandidates(dl.get(), kRows, vocab, mask.get(), rows_of.get(),
+                                            scratch_a.get(), scratch_b.get(), keys.get(), ids.get(),
+                                            nullptr),
+              0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got_keys = keys.ToHost();
+    const std::vector<int32_t> got_ids = ids.ToHost();
+    for (int64_t r = 0; r < kRows; ++r) {
+      std::vector<float> row(s.row(reversed[r]), s.row(reversed[r]) + vocab);
+      for (int32_t i = 0; i < vocab; ++i) {
+        if (!((s.mask[r * s.words() + i / 32] >> (i % 32)) & 1u)) row[i] = -INFINITY;
+      }
+      std::vector<int32_t> order(vocab);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return DescendingKey(row[a]) < DescendingKey(row[b]);
+      });
+      for (int i = 0; i < kernels::kTopKMax; ++i) {
+        ASSERT_EQ(got_ids[r * vocab + i], order[i]) << "row " << r << " rank " << i;
+        const float want = KeyLogit(DescendingKey(row[order[i]]));
+        ASSERT_EQ(std::signbit(got_keys[r * vocab + i]), std::signbit(want)) << r << " " << i;
+        ASSERT_EQ(got_keys[r * vocab + i], want) << "row " << r << " rank " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
