@@ -4,7 +4,7 @@
 // the LM head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this
 // is what a draw adds to a decode step's latency.
 //   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
-//                     [--timing back_to_back|alone]
+//                     [--timing back_to_back|alone] [--kinds top_p,greedy,...]
 // Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the id
 // walk, IdOrderRows, for kinds without a cut; the top-k select for kinds keeping at most
 // kTopKMax candidates): µs a call after two warm-up calls, and the floor of reading the rows'
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   int32_t vocab = 129280;
   int calls = 50;
   bool alone = false;
+  std::string only_kinds;  // comma-separated kind names; empty: all
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--rows") {
@@ -71,10 +72,12 @@ int main(int argc, char** argv) {
       calls = std::stoi(value);
     } else if (flag == "--timing" && (value == "back_to_back" || value == "alone")) {
       alone = value == "alone";
+    } else if (flag == "--kinds") {
+      only_kinds = "," + value + ",";
     } else {
       std::fprintf(stderr,
                    "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N] "
-                   "[--timing back_to_back|alone]\n");
+                   "[--timing back_to_back|alone] [--kinds top_p,greedy,...]\n");
       return 2;
     }
   }
@@ -114,6 +117,10 @@ int main(int argc, char** argv) {
     Check(cudaEventCreate(&t0), "event");
     Check(cudaEventCreate(&t1), "event");
     for (const Kind& kind : kinds) {
+      if (!only_kinds.empty() &&
+          only_kinds.find("," + std::string(kind.name) + ",") == std::string::npos) {
+        continue;
+      }
       std::vector<deepinfer::kernels::SampleParams> params(rows, kind.params);
       for (int r = 0; r < rows; ++r) params[r].stream = r;
       deepinfer::kernels::SampleParams* d_params = Upload(params);
