@@ -10,7 +10,10 @@
 // kTopKMax candidates): µs a call after two warm-up calls, and the floor of reading the rows'
 // logits once at the H200's HBM bandwidth. --timing back_to_back (the default): CUDA events over
 // --calls calls queued back to back, whose launches overlap; alone: each call between its own
-// events, the stream drained before the next, as a decode step meets it (its launches included).
+// events, the stream drained before the next, as a decode step meets it (its launches included);
+// graph: as alone, the call captured once as a CUDA graph and replayed, so the host's launches
+// (CUB's dispatch among them) leave no gaps between its kernels: the GPU's own time, as the
+// daemon's draws, queued while the forward still runs, meet it.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   std::vector<int> rows_list = {1, 8, 32, 64};
   int32_t vocab = 129280;
   int calls = 50;
-  bool alone = false;
+  std::string timing = "back_to_back";
   std::string only_kinds;  // comma-separated kind names; empty: all
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
@@ -70,14 +73,15 @@ int main(int argc, char** argv) {
       vocab = std::stoi(value);
     } else if (flag == "--calls") {
       calls = std::stoi(value);
-    } else if (flag == "--timing" && (value == "back_to_back" || value == "alone")) {
-      alone = value == "alone";
+    } else if (flag == "--timing" &&
+               (value == "back_to_back" || value == "alone" || value == "graph")) {
+      timing = value;
     } else if (flag == "--kinds") {
       only_kinds = "," + value + ",";
     } else {
       std::fprintf(stderr,
                    "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N] "
-                   "[--timing back_to_back|alone] [--kinds top_p,greedy,...]\n");
+                   "[--timing back_to_back|alone|graph] [--kinds top_p,greedy,...]\n");
       return 2;
     }
   }
@@ -152,11 +156,26 @@ int main(int argc, char** argv) {
         };
         call();
         call();
+        const bool alone = timing != "back_to_back";
+        cudaGraphExec_t graph = nullptr;
+        if (timing == "graph") {
+          cudaGraph_t captured;
+          Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+          call();
+          Check(cudaStreamEndCapture(stream, &captured), "capture");
+          Check(cudaGraphInstantiate(&graph, captured, 0), "instantiate");
+          Check(cudaGraphDestroy(captured), "graph");
+          Check(cudaGraphLaunch(graph, stream), "graph launch");  // warm-up
+        }
         double ms = 0;
         for (int c = 0; c < (alone ? calls : 1); ++c) {
           Check(cudaStreamSynchronize(stream), "sync");
           Check(cudaEventRecord(t0, stream), "record");
-          for (int k = 0; k < (alone ? 1 : calls); ++k) call();
+          if (graph != nullptr) {
+            Check(cudaGraphLaunch(graph, stream), "graph launch");
+          } else {
+            for (int k = 0; k < (alone ? 1 : calls); ++k) call();
+          }
           Check(cudaEventRecord(t1, stream), "record");
           Check(cudaEventSynchronize(t1), "sync");
           float part = 0;
@@ -168,8 +187,9 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"rows\": %d, \"vocab\": %d, \"kind\": \"%s\", \"path\": \"%s\", "
             "\"timing\": \"%s\", \"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
-            rows, vocab, kind.name, path, alone ? "alone" : "back_to_back", us, floor_us);
+            rows, vocab, kind.name, path, timing.c_str(), us, floor_us);
         std::fflush(stdout);
+        if (graph != nullptr) Check(cudaGraphExecDestroy(graph), "graph");
       }
       cudaFree(d_params);
     }

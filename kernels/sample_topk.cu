@@ -63,7 +63,7 @@ __device__ void SelectSmallest(const uint64_t (&keys)[kItems], SelectState& st) 
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       if ((keys[k] >> shift) == prefix) {
-        atomicAdd(&st.bins[(keys[k] >> next) & (kBins - 1)], 1);
+        atomicAdd(&st.bins[(keys[k] >> next) & ((1u << bits) - 1)], 1);
       }
     }
     __syncthreads();
