@@ -11,6 +11,11 @@
 // it reads nothing its predecessor wrote, since ordering reaches back past the predecessor only
 // through each kernel's wait. Without the attribute, or after a memcpy, memset or host node, the
 // wait returns at once and ordering is the stream's.
+//
+// A grid launched early has its blocks placed while the grid before it still holds the SMs, and
+// they can land packed onto a few of them: a latency-bound grid of a few hundred blocks then runs
+// slower than after a drain (LaunchKernelAfterDrain; bench/RESULTS.md, "Grids launched early are
+// packed").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,6 +60,20 @@ void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
   config.stream = stream;
   config.attrs = overlap;
   config.numAttrs = OverlappedLaunches() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+/// LaunchKernel without the overlap attribute: the grid starts once the stream's previous work
+/// has drained, so its blocks are spread over idle SMs instead of placed beside a grid still
+/// running.
+template <typename... Params, typename... Args>
+void LaunchKernelAfterDrain(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                            cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 

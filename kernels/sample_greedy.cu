@@ -210,7 +210,10 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
                kThreads, 0, s, logits, vocab, bitmask, params, rows_of, greedy_too, best, sums);
   const int32_t runs = (vocab + kSumChunk - 1) / kSumChunk;
-  LaunchKernel(
+  // Not launched early: beside the slices' grid its blocks were packed onto a few SMs, and the
+  // walk took 49 us from 4 to 16 rows against 25 at 1 (bench/RESULTS.md, "Grids launched early
+  // are packed"); after the drain 26 us at 4 rows, 30 at 8.
+  LaunchKernelAfterDrain(
       IdRunSumsKernel,
       dim3(static_cast<unsigned>((runs + kRunWarps - 1) / kRunWarps), static_cast<unsigned>(rows)),
       kRunWarps * 32, 0, s, logits, vocab, bitmask, rows_of, params, best, slices, ws.prefix_,
