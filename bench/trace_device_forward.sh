@@ -4,7 +4,8 @@
 # bench/kernel_trace_summary.py over the timed steps. On the GPU host after `source …/env.sh`:
 #   bench/trace_device_forward.sh OUT_DIR MODEL_DIR [BATCH=1] [CONTEXT=512]
 # Environment: STEPS (64, the timed steps summarised), TRACE_LIB (default: libdi_kernel_trace.so
-# beside bench_device_forward on PATH), BENCH (default: bench_device_forward on PATH).
+# beside bench_device_forward on PATH), BENCH (default: bench_device_forward on PATH), FLAGS
+# (more bench_device_forward flags, e.g. --no-overlap).
 # Writes OUT_DIR/{plain,traced}.jsonl, trace.csv.gz, summary.txt and step.csv; prints both step
 # times (what tracing costs) and the summary.
 set -uo pipefail
@@ -21,7 +22,7 @@ lib=${TRACE_LIB:-$(dirname "$bin")/libdi_kernel_trace.so}
 mkdir -p "$out"
 run() {
   timeout 300 "$bin" --model "$model" --batches "$batch" --context "$context" --steps "$steps" \
-    --no-eager
+    --no-eager ${FLAGS:-}
 }
 step_us() { python3 -c 'import json, sys
 print(" ".join("%.1f" % json.loads(l)["us_per_step"] for l in open(sys.argv[1]) if l[:1] == "{"))' "$1"; }
