@@ -5,7 +5,8 @@
 # `source …/env.sh` on the GPU host (docs/gpu.md), with deepinfer-model on PATH:
 #   bench/ab_variants.sh OUT_DIR NAME=BENCH_BINARY [NAME=BENCH_BINARY ...]
 # Environment: BATCHES (default 1,4,8), CONTEXT (512), ROUNDS (3), TESTS (a gpu_tests binary,
-# output to OUT_DIR/gpu_tests.txt) and TESTS_FILTER (its --gtest_filter).
+# output to OUT_DIR/gpu_tests.txt), TESTS_FILTER (its --gtest_filter) and FLAGS (more
+# bench_device_forward flags, e.g. --draw temperature).
 # Writes OUT_DIR/ab.jsonl (each line labelled `variant` and `round`) and prints µs per step per
 # round, then each variant's mean against the first variant's (bench/lib/ab_summary.py).
 set -uo pipefail
@@ -34,7 +35,7 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
   for v in "$@"; do
     name=${v%%=*}
     timeout 120 "${v#*=}" --model "$model" --batches "${BATCHES:-1,4,8}" \
-      --context "${CONTEXT:-512}" --no-eager >"$out/run.jsonl" 2>&1
+      --context "${CONTEXT:-512}" --no-eager ${FLAGS:-} >"$out/run.jsonl" 2>&1
     forward_summary "$out/run.jsonl" "$name, round $round"
     python3 -c 'import json, sys
 for l in open(sys.argv[1]):
