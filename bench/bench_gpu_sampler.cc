@@ -144,10 +144,14 @@ int main(int argc, char** argv) {
             !(kind.params.top_k >= 1 && kind.params.top_k <= deepinfer::kernels::kTopKMax)) {
           continue;
         }
+        // The sort as the device forward's draws take it: SortedRows where no draw walks.
+        const bool walks =
+            !greedy && deepinfer::WalksIdOrder(kp.temperature, kp.top_k, kp.top_p, vocab);
         const auto sample = p == "argmax"     ? deepinfer::kernels::GreedyRows
                             : p == "id_order" ? deepinfer::kernels::IdOrderRows
                             : p == "select"   ? deepinfer::kernels::TopKRows
-                                              : deepinfer::kernels::SampleRows;
+                            : walks           ? deepinfer::kernels::SampleRows
+                                              : deepinfer::kernels::SortedRows;
         auto call = [&] {
           Check(static_cast<cudaError_t>(sample(ws, d_logits, rows, vocab,
                                                 kind.mask ? d_mask : nullptr, d_params, nullptr,

@@ -259,18 +259,11 @@ struct SamplerAccess {
   }
 };
 
-int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream) {
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
-  // The rows the id-order walk draws first: their sums go through prefix_, which the sort then
-  // takes over.
-  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
-                                  logprobs, stream);
-      e != 0) {
-    return e;
-  }
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t total = rows * vocab;
   auto* keys = reinterpret_cast<uint64_t*>(ws.probs_);
@@ -285,6 +278,21 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
   return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab, out,
                                    logprobs, s);
+}
+
+int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, float* logprobs, void* stream) {
+  if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
+  if (rows == 0) return 0;
+  // The rows the id-order walk draws first: their sums go through prefix_, which the sort then
+  // takes over.
+  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
+                                  logprobs, stream);
+      e != 0) {
+    return e;
+  }
+  return SortedRows(ws, logits, rows, vocab, bitmask, params, rows_of, out, logprobs, stream);
 }
 
 int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,

@@ -26,6 +26,8 @@ class SamplerWorkspace {
  private:
   friend int SampleRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend int SortedRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
+                        const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int GreedyRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                         const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int TopKRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
@@ -67,6 +69,13 @@ constexpr int kGreedySplits = 32;
 /// log-probability among the masked logits: ComputeLogprobs' value, its sum of exponentials in
 /// another order (within float rounding); 0 for the other rows.
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+               const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+               int32_t* out, float* logprobs, void* stream);
+
+/// SampleRows for steps none of whose draws walk in id order (WalksIdOrder): the same tokens and
+/// log-probabilities without the walk's three launches, which such a step would run for nothing.
+/// A draw that walks is left unwritten.
+int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                int32_t* out, float* logprobs, void* stream);
 

@@ -67,6 +67,45 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
   }
 }
 
+// SortedRows, for steps without a draw that walks, draws what SampleRows draws: the same ids and
+// log-probabilities (and the CPU's), without the walk's launches; rows read through rows_of too.
+TEST(SamplingGpuTest, SortedRowsDrawWhatSampleRowsDraws) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
+                                   {1.0f, 0.9f, 0.0f, -1},    {0.9f, 0.8f, 0.1f, -1},
+                                   {0.8f, 0.95f, 0.0f, 2000}, {1.1f, 1.0f, 0.0f, 1024}};
+  for (int32_t vocab : {1000, 129280}) {
+    const int64_t rows = 2 * static_cast<int64_t>(cases.size());
+    testing::SamplerStep s =
+        testing::RandomStep(rows, vocab, rng, [](int64_t r) { return r % 3 == 1; });
+    for (int64_t r = 0; r < rows; ++r) {
+      const Case& c = cases[r % cases.size()];
+      s.params[r] = {c.temperature,
+                     c.top_p,
+                     c.min_p,
+                     c.top_k,
+                     rng(),
+                     static_cast<uint64_t>(r),
+                     static_cast<uint64_t>(rng() % 1000),
+                     static_cast<uint32_t>(r % 2)};
+      ASSERT_FALSE(WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab) &&
+                   !IsGreedy(c.temperature, c.top_k));
+    }
+    kernels::SamplerWorkspace ws;
+    ASSERT_EQ(ws.Reserve(rows, vocab), 0);
+    DeviceVector<float> dl(s.logits);
+    const testing::Drawn sorted = testing::DrawOnDevice(kernels::SortedRows, ws, dl.get(), s);
+    const testing::Drawn all = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s);
+    EXPECT_EQ(sorted.ids, all.ids) << "vocab " << vocab;
+    EXPECT_EQ(sorted.logprobs, all.logprobs) << "vocab " << vocab;
+    testing::ExpectCpuPicks(s, sorted.ids, sorted.logprobs);
+    testing::ExpectReversedPicks(kernels::SortedRows, ws, dl.get(), s, sorted.ids);
+  }
+}
+
 /// The running sums both samplers walk, as the GPU's kernels left them in memory: SampleRows'
 /// sorted candidates' probabilities and ids, each candidate's sum within its run and each run's
 /// sum.

@@ -61,13 +61,16 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     // The log-probabilities' kernel and copy only when the caller takes them and a draw asks.
     // A step of greedy draws only takes the argmax; one whose draws are greedy or without a cut
     // walks the ids in order; one whose draws are greedy or keep at most kTopKMax candidates
-    // selects them: none sorts each row (docs/gpu-sampler.md).
-    bool greedy = true, id_order = true, top_k = V >= kernels::kTopKMax;
+    // selects them: none sorts each row (docs/gpu-sampler.md). Others sort, and skip the walk's
+    // launches when no draw walks.
+    bool greedy = true, id_order = true, top_k = V >= kernels::kTopKMax, walks = false;
     for (const SampleParams& p : params) {
       queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
       const bool this_greedy = IsGreedy(p.temperature, p.top_k);
       greedy = greedy && this_greedy;
-      id_order = id_order && (this_greedy || WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab_));
+      const bool this_walks = !this_greedy && WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab_);
+      id_order = id_order && (this_greedy || this_walks);
+      walks = walks || this_walks;
       // A top-k of the whole vocabulary (possible at 128 ids) cuts nothing: that row walks.
       top_k = top_k &&
               (this_greedy || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_));
@@ -75,7 +78,8 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     const auto sample = greedy     ? kernels::GreedyRows
                         : id_order ? kernels::IdOrderRows
                         : top_k    ? kernels::TopKRows
-                                   : kernels::SampleRows;
+                        : walks    ? kernels::SampleRows
+                                   : kernels::SortedRows;
     DI_RETURN_IF_ERROR(KernelStatus(
         sample(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr, dev_params_,
                reinterpret_cast<const int32_t*>(dev_params_ + draws), dev_next_,
