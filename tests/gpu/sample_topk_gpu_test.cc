@@ -30,14 +30,10 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
   const uint32_t seed = std::random_device{}();  // printed with any failure
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  struct Case {
-    float temperature, top_p, min_p;
-    int top_k;
-  };
-  const std::vector<Case> cases = {{0.7f, 1.0f, 0.0f, 50},  {1.0f, 0.9f, 0.0f, 128},
-                                   {1.2f, 1.0f, 0.1f, 5},   {0.0f, 1.0f, 0.0f, 20},
-                                   {0.9f, 0.8f, 0.05f, 64}, {1.0f, 1.0f, 0.0f, 1},
-                                   {0.0f, 1.0f, 0.0f, -1},  {0.0f, 1.0f, 0.0f, 20}};
+  const std::vector<testing::SamplerCase> cases = {{0.7f, 1.0f, 0.0f, 50},  {1.0f, 0.9f, 0.0f, 128},
+                                                   {1.2f, 1.0f, 0.1f, 5},   {0.0f, 1.0f, 0.0f, 20},
+                                                   {0.9f, 0.8f, 0.05f, 64}, {1.0f, 1.0f, 0.0f, 1},
+                                                   {0.0f, 1.0f, 0.0f, -1},  {0.0f, 1.0f, 0.0f, 20}};
   // 1,000 ids: one tile; 4,196: a last tile of 100 ids; 129,280: 32 tiles, one merge; 262,144:
   // 64 tiles, two merges. Greedy rows (top_k -1 or 20) take the select path with the others.
   for (int32_t vocab : {1000, 4196, 129280, 262144}) {
@@ -55,15 +51,7 @@ TEST(SampleTopKGpuTest, PicksWhatTheSortAndTheCpuPick) {
         row[7] = -0.0f;
         row[9] = 0.0f;
       }
-      const Case& c = cases[r % cases.size()];
-      s.params[r] = {c.temperature,
-                     c.top_p,
-                     c.min_p,
-                     c.top_k,
-                     rng(),
-                     static_cast<uint64_t>(r),
-                     static_cast<uint64_t>(rng() % 1000),
-                     static_cast<uint32_t>(r % 2 == 0)};
+      s.params[r] = testing::DrawParams(cases[r % cases.size()], rng, r, r % 2 == 0);
     }
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);

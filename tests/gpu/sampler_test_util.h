@@ -54,6 +54,22 @@ SamplerStep RandomStep(int64_t rows, int32_t vocab, std::mt19937& rng, Masked ma
   return s;
 }
 
+/// A draw's sampling settings, as the tests list their cases.
+struct SamplerCase {
+  float temperature, top_p, min_p;
+  int top_k;
+};
+
+/// Draw r's params: the case's settings, a fresh seed, stream r, a position below 1,000, and the
+/// log-probability when `logprob`.
+inline kernels::SampleParams DrawParams(const SamplerCase& c, std::mt19937& rng, int64_t r,
+                                        bool logprob) {
+  const uint32_t seed = rng();
+  const auto position = static_cast<uint64_t>(rng() % 1000);
+  return {c.temperature, c.top_p,          c.min_p, c.top_k, seed, static_cast<uint64_t>(r),
+          position,      logprob ? 1u : 0u};
+}
+
 /// Row r's logits with its masked tokens at -inf: what the CPU sampler draws from.
 inline std::vector<float> CpuRow(const SamplerStep& s, int64_t r) {
   std::vector<float> row(s.logits.begin() + r * s.vocab, s.logits.begin() + (r + 1) * s.vocab);

@@ -20,21 +20,19 @@ namespace {
 
 using testing::DeviceVector;
 
-struct Case {
-  float temperature, top_p, min_p;
-  int top_k;
-};
+using testing::SamplerCase;
 
 TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   const uint32_t seed = std::random_device{}();  // printed with any failure
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
-                                   {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
-                                   {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1},
-                                   {0.9f, 0.8f, 0.1f, -1},    {1.1f, 1.0f, 0.0f, 1024},
-                                   {1.0f, 1.0f, 0.0f, -1}};  // untruncated: the draw over every run
+  const std::vector<SamplerCase> cases = {
+      {0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
+      {1.0f, 0.9f, 0.0f, -1},    {1.3f, 1.0f, 0.05f, -1},
+      {0.8f, 0.95f, 0.0f, 2000}, {1.0f, 1.0f, 0.0f, 1},
+      {0.9f, 0.8f, 0.1f, -1},    {1.1f, 1.0f, 0.0f, 1024},
+      {1.0f, 1.0f, 0.0f, -1}};  // untruncated: the draw over every run
   // 262,144 ids: 512 runs of 512, a warp a run (RunSumsKernel), in 64 blocks of 8 warps a row.
   for (int32_t vocab : {1000, 129280, 262144}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size()) * 2;
@@ -42,15 +40,8 @@ TEST(SamplingGpuTest, PicksWhatTheCpuSamplerPicks) {
     testing::SamplerStep s =
         testing::RandomStep(rows, vocab, rng, [](int64_t r) { return (r / 2) % 2 == 1; });
     for (int64_t r = 0; r < rows; ++r) {
-      const Case& c = cases[(r / 4) % cases.size()];
-      s.params[r] = {c.temperature,
-                     c.top_p,
-                     c.min_p,
-                     c.top_k,
-                     rng(),
-                     static_cast<uint64_t>(r),
-                     static_cast<uint64_t>(rng() % 1000),
-                     static_cast<uint32_t>(r % 3 != 0)};  // two rows in three: log-probabilities
+      // Two rows in three: log-probabilities.
+      s.params[r] = testing::DrawParams(cases[(r / 4) % cases.size()], rng, r, r % 3 != 0);
     }
     kernels::SamplerWorkspace ws;
     ASSERT_EQ(ws.Reserve(rows, vocab), 0);
@@ -74,24 +65,17 @@ TEST(SamplingGpuTest, SortedRowsDrawWhatSampleRowsDraws) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  const std::vector<Case> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
-                                   {1.0f, 0.9f, 0.0f, -1},    {0.9f, 0.8f, 0.1f, -1},
-                                   {0.8f, 0.95f, 0.0f, 2000}, {1.1f, 1.0f, 0.0f, 512}};
+  const std::vector<SamplerCase> cases = {{0.0f, 1.0f, 0.0f, -1},    {0.7f, 1.0f, 0.0f, 50},
+                                          {1.0f, 0.9f, 0.0f, -1},    {0.9f, 0.8f, 0.1f, -1},
+                                          {0.8f, 0.95f, 0.0f, 2000}, {1.1f, 1.0f, 0.0f, 512}};
   // Every case cuts at both vocabularies (a top-k of at least the vocabulary alone would walk).
   for (int32_t vocab : {1000, 129280}) {
     const int64_t rows = 2 * static_cast<int64_t>(cases.size());
     testing::SamplerStep s =
         testing::RandomStep(rows, vocab, rng, [](int64_t r) { return r % 3 == 1; });
     for (int64_t r = 0; r < rows; ++r) {
-      const Case& c = cases[r % cases.size()];
-      s.params[r] = {c.temperature,
-                     c.top_p,
-                     c.min_p,
-                     c.top_k,
-                     rng(),
-                     static_cast<uint64_t>(r),
-                     static_cast<uint64_t>(rng() % 1000),
-                     static_cast<uint32_t>(r % 2)};
+      const SamplerCase& c = cases[r % cases.size()];
+      s.params[r] = testing::DrawParams(c, rng, r, r % 2 == 1);
       ASSERT_FALSE(WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab) &&
                    !IsGreedy(c.temperature, c.top_k));
     }
