@@ -20,6 +20,8 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 namespace deepinfer::kernels {
 
 /// Waits until the kernels this grid depends on have finished and their writes are visible, then
@@ -45,36 +47,38 @@ bool OverlappedLaunches();
 void SetEarlyWeightLoads(bool on);
 bool EarlyWeightLoads();
 
-/// `kernel<<<grid, block, smem, stream>>>(args...)` with the overlap attribute when it is on.
-/// Errors are left for cudaGetLastError, as with the triple-chevron launch.
+/// `kernel<<<grid, block, smem, stream>>>(args...)`, with the overlap attribute when `overlap`
+/// and overlapped launches are on; without it the grid starts once the stream's previous work has
+/// drained, its blocks spread over idle SMs (see the file comment). Errors are left for
+/// cudaGetLastError, as with the triple-chevron launch.
 template <typename... Params, typename... Args>
-void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                  cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+void LaunchKernelOverlapping(bool overlap, void (*kernel)(Params...), dim3 grid, dim3 block,
+                             size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attrs[1];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = overlap;
-  config.numAttrs = OverlappedLaunches() ? 1 : 0;
+  config.attrs = attrs;
+  config.numAttrs = overlap && OverlappedLaunches() ? 1 : 0;
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
-/// LaunchKernel without the overlap attribute: the grid starts once the stream's previous work
-/// has drained, so its blocks are spread over idle SMs instead of placed beside a grid still
-/// running.
+/// The launch every kernel here takes: overlapped with the kernel before it when that is on.
+template <typename... Params, typename... Args>
+void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                  cudaStream_t stream, Args&&... args) {
+  LaunchKernelOverlapping(true, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+}
+
+/// A launch after the stream drains, for grids that packed blocks would slow.
 template <typename... Params, typename... Args>
 void LaunchKernelAfterDrain(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                             cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+  LaunchKernelOverlapping(false, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace deepinfer::kernels

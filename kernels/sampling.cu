@@ -237,14 +237,10 @@ struct SamplerAccess {
     // Launched early beside the unpacking, the run sums' blocks are packed onto a few SMs; up to
     // 8 rows they take longer so than the drain costs (bench/RESULTS.md, "Grids launched early
     // are packed": top-p at 8 rows 151.6 -> 143.2 us), from 16 rows the drain costs more.
-    const dim3 run_grid(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows));
-    if (rows <= 8) {
-      LaunchKernelAfterDrain(RunSumsKernel, run_grid, kRunWarps * 32, 0, s, ws.sorted_keys_, vocab,
-                             params, ws.probs_, ws.prefix_, ws.run_sums_);
-    } else {
-      LaunchKernel(RunSumsKernel, run_grid, kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params,
-                   ws.probs_, ws.prefix_, ws.run_sums_);
-    }
+    LaunchKernelOverlapping(rows > 8, RunSumsKernel,
+                            dim3(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows)),
+                            kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params, ws.probs_,
+                            ws.prefix_, ws.run_sums_);
     LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
                  ws.probs_, ws.prefix_, ws.run_sums_, vocab, params, out, ws.picked_keys_);
     if (logprobs) {
