@@ -44,6 +44,15 @@ std::unique_ptr<TwoForwards> MakeTwo(const DeviceForwardOptions& opt) {
   return two;
 }
 
+// Three rows a step over three slots, as the draws' tests below step them.
+DeviceForwardOptions ThreeRows() {
+  DeviceForwardOptions opt;
+  opt.max_batch = 3;
+  opt.slots = 3;
+  opt.max_context = 128;
+  return opt;
+}
+
 // The CPU sampler's pick from `row` after `mask` (null: none), and its log-probability.
 int32_t CpuPick(const float* row, int32_t V, const uint32_t* mask, const SampleParams& p,
                 float* logprob = nullptr) {
@@ -64,11 +73,7 @@ int32_t CpuPick(const float* row, int32_t V, const uint32_t* mask, const SampleP
 // Every row drawn, under greedy, nucleus and top-k sampling, one row under a fresh random mask.
 TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  DeviceForwardOptions opt;
-  opt.max_batch = 3;
-  opt.slots = 3;
-  opt.max_context = 128;
-  auto two = MakeTwo(opt);
+  auto two = MakeTwo(ThreeRows());
   ASSERT_NE(two, nullptr);
   const int32_t V = two->V;
   const int64_t words = two->words;
@@ -107,11 +112,7 @@ TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
 // under a mask too, with the log-probability asked for.
 TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  DeviceForwardOptions opt;
-  opt.max_batch = 3;
-  opt.slots = 3;
-  opt.max_context = 128;
-  auto two = MakeTwo(opt);
+  auto two = MakeTwo(ThreeRows());
   ASSERT_NE(two, nullptr);
   const int32_t V = two->V;
   const int64_t words = two->words;

@@ -98,14 +98,10 @@ TEST(SampleGreedyGpuTest, IdOrderRowsPickWhatTheCpuPicks) {
         for (int64_t w = 0; w < s.words(); ++w) s.mask[r * s.words() + w] &= 0x00010000u;
         s.mask[r * s.words()] |= 1u;
       }
-      s.params[r] = {temperatures[r % 6],
-                     1.0f,
-                     min_ps[r % 6],
-                     r % 5 == 4 ? static_cast<int32_t>(vocab) : -1,  // top_k = vocab: no cut
-                     rng(),
-                     static_cast<uint64_t>(r),
-                     static_cast<uint64_t>(rng() % 1000),
-                     static_cast<uint32_t>(r % 3 != 0)};
+      // top_k = vocab: no cut.
+      s.params[r] = testing::DrawParams(
+          {temperatures[r % 6], 1.0f, min_ps[r % 6], r % 5 == 4 ? static_cast<int>(vocab) : -1},
+          rng, r, r % 3 != 0);
       ASSERT_TRUE(
           IsGreedy(s.params[r].temperature, s.params[r].top_k) ||
           WalksIdOrder(s.params[r].temperature, s.params[r].top_k, s.params[r].top_p, vocab));
