@@ -99,6 +99,17 @@ int main(int argc, char** argv) {
                         {"top_k50", {0.7f, 1.0f, 0.0f, 50, 1, 0, 0, 0}, false},
                         {"top_k50_top_p_logprob", {0.7f, 0.9f, 0.0f, 50, 1, 0, 0, 1}, false},
                         {"top_p_logprob", {0.8f, 0.95f, 0.0f, -1, 1, 0, 0, 1}, false}};
+  // Every name --kinds gives must be a kind: a misspelt one would otherwise measure nothing.
+  std::stringstream named(only_kinds);
+  for (std::string name; std::getline(named, name, ',');) {
+    if (name.empty()) continue;
+    bool known = false;
+    for (const Kind& kind : kinds) known = known || name == kind.name;
+    if (!known) {
+      std::fprintf(stderr, "bench_gpu_sampler: --kinds: no kind named %s\n", name.c_str());
+      return 2;
+    }
+  }
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int rows : rows_list) {
