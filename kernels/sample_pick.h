@@ -179,4 +179,26 @@ DI_HOST_DEVICE inline int32_t PickInIdOrder(const double* prefix, int32_t n, dou
   return total == 0 ? 0 : n - 1;
 }
 
+/// How far apart, relative to either, two sums of the same n non-negative doubles taken in
+/// different orders can land: each is within (n - 1)u / (1 - (n - 1)u) of the exact sum (u =
+/// 2^-53), so apart by at most twice that; padded so that rounding the bounds formed from it
+/// (a product or two) cannot move them inside.
+DI_HOST_DEVICE inline double SumOrderSlack(int32_t n) {
+  const double g = (n > 1 ? n - 1 : 0) * 0x1p-53;
+  return 2.0 * g / (1.0 - g) * 1.0001 + 0x1p-50;
+}
+
+/// PickCandidate's top-p cut (the first i whose prefix[i] reaches top_p times the candidates'
+/// total), where only prefix[0 .. known) is at hand, exact, and the total is known to lie within
+/// `slack` of `total` (relatively: another order's sum, SumOrderSlack): i when every total in
+/// that interval cuts at the same i < known, else -1 (the cut depends on where the total lies,
+/// or falls past the known prefix). The draw after the cut reads prefix[0 .. i] only, so it is
+/// then PickCandidate's too.
+DI_HOST_DEVICE inline int32_t TopPCutWithin(const double* prefix, int32_t known, double total,
+                                            double slack, float top_p) {
+  const int32_t lo = FirstPast(prefix, known, top_p * (total * (1.0 - slack)), true);
+  const int32_t hi = FirstPast(prefix, known, top_p * (total * (1.0 + slack)), true);
+  return lo == hi && hi < known ? hi : -1;
+}
+
 }  // namespace deepinfer

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "kernels/sample_pick.h"
@@ -234,6 +236,68 @@ TEST(LogitProcessorsTest, LogprobsAreNormalisedAndRanked) {
   EXPECT_EQ(lp.top[2].first, 0);
   EXPECT_NEAR(std::exp(lp.top[0].second) + std::exp(lp.top[1].second), 2 * std::exp(3.0) / total,
               1e-5);
+}
+
+// The nucleus cut from the first 128 sorted candidates and a total summed in id order (the GPU's
+// cheap total) is the sorted sampler's cut whenever it is decided, and it is decided wherever the
+// nucleus ends among those 128: V4's vocabulary, flat and peaked rows, several top-p. The two
+// totals themselves stay within SumOrderSlack of each other.
+TEST(SamplerTest, TopPCutFromAnIdOrderTotalIsTheSortedCut) {
+  constexpr int32_t kVocab = 129280, kKnown = 128;
+  std::mt19937 rng(11);
+  int decided = 0, fitting = 0;
+  for (float spread : {3.0f, 8.0f}) {
+    for (float temperature : {0.5f, 1.0f}) {
+      std::normal_distribution<float> normal(0.0f, spread);
+      std::vector<float> logits(kVocab);
+      for (float& v : logits) v = normal(rng);
+      std::vector<int32_t> order(kVocab);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return DescendingKey(logits[a]) < DescendingKey(logits[b]);
+      });
+      const double top = logits[order[0]], inv_t = 1.0 / temperature;
+      std::vector<double> sorted(kVocab), by_id(kVocab), prefix(kVocab), id_prefix(kVocab);
+      for (int32_t i = 0; i < kVocab; ++i) {
+        by_id[i] = std::exp((logits[i] - top) * inv_t);
+        sorted[i] = std::exp((logits[order[i]] - top) * inv_t);
+      }
+      ChunkedPrefix(sorted.data(), kVocab, prefix.data());
+      ChunkedPrefix(by_id.data(), kVocab, id_prefix.data());
+      const double total = prefix[kVocab - 1], id_total = id_prefix[kVocab - 1];
+      const double slack = SumOrderSlack(kVocab);
+      EXPECT_LE(std::fabs(total - id_total), slack * id_total);
+      for (float top_p : {0.5f, 0.9f, 0.95f}) {
+        const int32_t want = FirstPast(prefix.data(), kVocab, top_p * total, true);
+        const int32_t got = TopPCutWithin(prefix.data(), kKnown, id_total, slack, top_p);
+        SCOPED_TRACE(testing::Message() << "spread " << spread << " T " << temperature << " top_p "
+                                        << top_p << " cut " << want);
+        if (want < kKnown) {
+          ++fitting;
+          EXPECT_EQ(got, want);
+        } else {
+          EXPECT_EQ(got, -1);
+        }
+        decided += got >= 0;
+      }
+    }
+  }
+  EXPECT_GT(fitting, 0);   // the peaked rows' nuclei fit
+  EXPECT_LT(fitting, 12);  // and the flat ones' do not
+  EXPECT_EQ(decided, fitting);
+}
+
+// A total whose top-p share lands within the slack of a prefix sum leaves the cut undecided: one
+// end of the interval cuts there, the other at the next candidate.
+TEST(SamplerTest, TopPCutOnTheSlacksEdgeIsUndecided) {
+  const float top_p = 0.3f;
+  const double total = 10.0, at = top_p * total;  // what a total of exactly 10 cuts at
+  const std::vector<double> prefix = {1.0, 2.0, at, 4.0, 5.0};
+  const double slack = SumOrderSlack(129280);
+  EXPECT_EQ(TopPCutWithin(prefix.data(), 5, total, slack, top_p), -1);
+  EXPECT_EQ(TopPCutWithin(prefix.data(), 5, total, 0.0, top_p), 2);    // an exact total decides
+  EXPECT_EQ(TopPCutWithin(prefix.data(), 3, 15.0, slack, top_p), -1);  // 4.5 lies past 3 known
+  EXPECT_EQ(TopPCutWithin(prefix.data(), 5, 15.0, slack, top_p), 4);
 }
 
 }  // namespace
