@@ -4,11 +4,14 @@
 // the LM head of every step that draws on the device (engine/backend/cuda/device_draws.cc), so this
 // is what a draw adds to a decode step's latency.
 //   bench_gpu_sampler [--rows 1,8,32,64] [--vocab 129280] [--calls 50]
-//                     [--timing back_to_back|alone] [--kinds top_p,greedy,...]
+//                     [--timing back_to_back|alone] [--kinds top_p,greedy,...] [--logit-sd 3]
 // Prints one JSON object per rows, kind and path (the sort; the argmax for greedy kinds; the id
 // walk, IdOrderRows, for kinds without a cut; the top-k select for kinds keeping at most
-// kTopKMax candidates): µs a call after two warm-up calls, and the floor of reading the rows'
-// logits once at the H200's HBM bandwidth. --timing back_to_back (the default): CUDA events over
+// kTopKMax candidates; the nucleus among the selected, NucleusRows, for top-p kinds without a
+// top-k, with the rows it left for the sort as "undrawn"): µs a call after two warm-up calls,
+// and the floor of reading the rows' logits once at the H200's HBM bandwidth. The logits are
+// normal(0, --logit-sd): the wider, the fewer candidates a nucleus holds. --timing back_to_back
+// (the default): CUDA events over
 // --calls calls queued back to back, whose launches overlap; alone: each call between its own
 // events, the stream drained before the next, as a decode step meets it (its launches included);
 // graph: as alone, the call captured once as a CUDA graph and replayed, so the host's launches
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   int calls = 50;
   std::string timing = "back_to_back";
   std::string only_kinds;  // comma-separated kind names; empty: all
+  float logit_sd = 3.0f;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--rows") {
@@ -78,10 +82,13 @@ int main(int argc, char** argv) {
       timing = value;
     } else if (flag == "--kinds") {
       only_kinds = "," + value + ",";
+    } else if (flag == "--logit-sd" && std::stof(value) > 0) {
+      logit_sd = std::stof(value);
     } else {
       std::fprintf(stderr,
                    "usage: bench_gpu_sampler [--rows 1,8,32,64] [--vocab N] [--calls N] "
-                   "[--timing back_to_back|alone|graph] [--kinds top_p,greedy,...]\n");
+                   "[--timing back_to_back|alone|graph] [--kinds top_p,greedy,...] "
+                   "[--logit-sd S]\n");
       return 2;
     }
   }
@@ -111,7 +118,7 @@ int main(int argc, char** argv) {
     }
   }
   std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::normal_distribution<float> normal(0.0f, logit_sd);
   for (int rows : rows_list) {
     std::vector<float> logits(static_cast<size_t>(rows) * vocab);
     for (float& v : logits) v = normal(rng);
@@ -144,7 +151,7 @@ int main(int argc, char** argv) {
       // device forward's draws take for such steps.
       const deepinfer::kernels::SampleParams& kp = kind.params;
       const bool greedy = deepinfer::IsGreedy(kp.temperature, kp.top_k);
-      for (const char* path : {"sort", "argmax", "id_order", "select"}) {
+      for (const char* path : {"sort", "argmax", "id_order", "select", "nucleus"}) {
         const std::string p = path;
         if (p == "argmax" && !greedy) continue;
         if (p == "id_order" &&
@@ -155,12 +162,17 @@ int main(int argc, char** argv) {
             !(kind.params.top_k >= 1 && kind.params.top_k <= deepinfer::kernels::kTopKMax)) {
           continue;
         }
+        if (p == "nucleus" &&
+            !deepinfer::CutsOnIdTotal(kp.temperature, kp.top_k, kp.top_p, vocab)) {
+          continue;
+        }
         // The sort as the device forward's draws take it: SortedRows where no draw walks.
         const bool walks =
             !greedy && deepinfer::WalksIdOrder(kp.temperature, kp.top_k, kp.top_p, vocab);
         const auto sample = p == "argmax"     ? deepinfer::kernels::GreedyRows
                             : p == "id_order" ? deepinfer::kernels::IdOrderRows
                             : p == "select"   ? deepinfer::kernels::TopKRows
+                            : p == "nucleus"  ? deepinfer::kernels::NucleusRows
                             : walks           ? deepinfer::kernels::SampleRows
                                               : deepinfer::kernels::SortedRows;
         auto call = [&] {
@@ -199,10 +211,15 @@ int main(int argc, char** argv) {
         }
         const double us = 1e3 * ms / calls;
         const double floor_us = rows * static_cast<double>(vocab) * 4 / kHbmBytesPerS * 1e6;
+        std::vector<int32_t> ids(rows);
+        Check(cudaMemcpy(ids.data(), d_out, rows * sizeof(int32_t), cudaMemcpyDeviceToHost), "ids");
+        int undrawn = 0;
+        for (int32_t id : ids) undrawn += id < 0;
         std::printf(
             "{\"rows\": %d, \"vocab\": %d, \"kind\": \"%s\", \"path\": \"%s\", "
-            "\"timing\": \"%s\", \"us_per_call\": %.1f, \"logits_floor_us\": %.2f}\n",
-            rows, vocab, kind.name, path, timing.c_str(), us, floor_us);
+            "\"timing\": \"%s\", \"logit_sd\": %g, \"us_per_call\": %.1f, "
+            "\"logits_floor_us\": %.2f, \"undrawn\": %d}\n",
+            rows, vocab, kind.name, path, timing.c_str(), logit_sd, us, floor_us, undrawn);
         std::fflush(stdout);
         if (graph != nullptr) Check(cudaGraphExecDestroy(graph), "graph");
       }

@@ -75,6 +75,14 @@ DI_HOST_DEVICE inline bool WalksIdOrder(float temperature, int32_t top_k, float 
   return !IsGreedy(temperature, top_k) && CandidateCount(top_k, vocab) == vocab && !(top_p < 1.0f);
 }
 
+/// Whether NucleusRows (kernels/sampling.h) tries a draw's top-p cut among the first selected
+/// candidates, bounding their sorted total by the same terms summed in id order (TopPCutWithin):
+/// a top-p cut and no top-k (a top-k's candidates are all selected or all sorted anyway).
+DI_HOST_DEVICE inline bool CutsOnIdTotal(float temperature, int32_t top_k, float top_p,
+                                         int32_t vocab) {
+  return !IsGreedy(temperature, top_k) && CandidateCount(top_k, vocab) == vocab && top_p < 1.0f;
+}
+
 /// A token's term in the id-order walk: exp((logit - top) / T) in double, where top is the first
 /// candidate's logit, and 0 below the min-p floor (min_p times the first's term, which is 1).
 DI_HOST_DEVICE inline double IdOrderTerm(float logit, double top, double inv_t, float min_p) {
@@ -188,6 +196,14 @@ DI_HOST_DEVICE inline double SumOrderSlack(int32_t n) {
   return 2.0 * g / (1.0 - g) * 1.0001 + 0x1p-50;
 }
 
+/// Where top_p times the candidates' sorted total lies when the same terms summed in another
+/// order came to `total` (within `slack` of it relatively: SumOrderSlack): between *lo and *hi.
+DI_HOST_DEVICE inline void TopPShareBounds(double total, double slack, float top_p, double* lo,
+                                           double* hi) {
+  *lo = top_p * (total * (1.0 - slack));
+  *hi = top_p * (total * (1.0 + slack));
+}
+
 /// PickCandidate's top-p cut (the first i whose prefix[i] reaches top_p times the candidates'
 /// total), where only prefix[0 .. known) is at hand, exact, and the total is known to lie within
 /// `slack` of `total` (relatively: another order's sum, SumOrderSlack): i when every total in
@@ -196,8 +212,10 @@ DI_HOST_DEVICE inline double SumOrderSlack(int32_t n) {
 /// then PickCandidate's too.
 DI_HOST_DEVICE inline int32_t TopPCutWithin(const double* prefix, int32_t known, double total,
                                             double slack, float top_p) {
-  const int32_t lo = FirstPast(prefix, known, top_p * (total * (1.0 - slack)), true);
-  const int32_t hi = FirstPast(prefix, known, top_p * (total * (1.0 + slack)), true);
+  double lo_share, hi_share;
+  TopPShareBounds(total, slack, top_p, &lo_share, &hi_share);
+  const int32_t lo = FirstPast(prefix, known, lo_share, true);
+  const int32_t hi = FirstPast(prefix, known, hi_share, true);
   return lo == hi && hi < known ? hi : -1;
 }
 

@@ -54,17 +54,18 @@ constexpr int kRunWarps = 8;
 
 // Warp (run r of row blockIdx.y): the run's probabilities (written to probs) and its sum from
 // zero in the candidates' order (run_sums), with each running sum within the run (within) — the
-// ChunkedPrefix terms. Rows the id-order walk draws (UnsortedPicks) are not theirs.
+// ChunkedPrefix terms, over the first n_max candidates at most (those sorted or selected). Rows
+// the id-order walk draws (UnsortedPicks) are not theirs.
 __global__ void __launch_bounds__(kRunWarps * 32)
-    RunSumsKernel(const float* sorted_keys, int32_t vocab, const SampleParams* params,
-                  double* probs, double* within, double* run_sums) {
+    RunSumsKernel(const float* sorted_keys, int32_t vocab, int32_t n_max,
+                  const SampleParams* params, double* probs, double* within, double* run_sums) {
   AwaitProducers();
   const int64_t row = blockIdx.y;
   const SampleParams p = params[row];
   if (IsGreedy(p.temperature, p.top_k) || WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab)) {
     return;
   }
-  const int32_t n = CandidateCount(p.top_k, vocab);
+  const int32_t n = min(CandidateCount(p.top_k, vocab), n_max);
   const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32;
   if (run * kSumChunk >= n) return;
   __shared__ __align__(16) double stage[kRunWarps][kRunStage];
@@ -84,11 +85,13 @@ __global__ void __launch_bounds__(kRunWarps * 32)
 // One warp a row: PickCandidate (sample_pick.h) on the running sums base[run] + within[i], where
 // base is the sum of the whole runs before (added in order from zero by lane 0, as
 // ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
-// so they find the same indices.
+// so they find the same indices. Of a row's candidates the first n_max at most are at hand: where
+// the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's id-order
+// total (id_totals, NucleusRows), and a row it leaves undecided gets -1.
 __global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
-               const double* within, const double* run_sums, int32_t vocab,
-               const SampleParams* params, int32_t* out, float* picked_keys) {
+               const double* within, const double* run_sums, const double* id_totals, int32_t vocab,
+               int32_t n_max, const SampleParams* params, int32_t* out, float* picked_keys) {
   AwaitProducers();
   __shared__ double base[kMaxSumRuns + 1];
   const int64_t row = blockIdx.x;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__(32)
     }
     return;
   }
-  const int32_t n = CandidateCount(c.top_k, vocab);
+  const int32_t n_all = CandidateCount(c.top_k, vocab), n = min(n_all, n_max);
   WarpRunBases(run_sums + row * kMaxSumRuns, (n + kSumChunk - 1) / kSumChunk, base);
   const double* p = probs + row * vocab;
   const double* w = within + row * vocab;
@@ -114,7 +117,22 @@ __global__ void __launch_bounds__(32)
     keep = WarpFirstPass(1, n, [&](int32_t i) { return p[i] < floor; });
   }
   double sum = prefix(keep - 1);
-  if (c.top_p < 1.0f) {
+  if (keep == n && n < n_all) {  // the kept candidates' sorted total is not at hand
+    int32_t cut = -1;
+    if (id_totals && CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab)) {
+      double lo_share, hi_share;
+      TopPShareBounds(id_totals[row], SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
+      const int32_t lo = WarpFirstPass(0, n, [&](int32_t j) { return prefix(j) >= lo_share; });
+      const int32_t hi = WarpFirstPass(0, n, [&](int32_t j) { return prefix(j) >= hi_share; });
+      if (lo == hi && hi < n) cut = hi;
+    }
+    if (cut < 0) {
+      if (lane == 0) out[row] = -1;
+      return;
+    }
+    keep = cut + 1;
+    sum = prefix(cut);
+  } else if (c.top_p < 1.0f) {
     const double x = c.top_p * sum;
     const int32_t i = WarpFirstPass(0, keep, [&](int32_t j) { return prefix(j) >= x; });
     if (i < keep) {
@@ -166,14 +184,15 @@ __global__ void __launch_bounds__(kLogprobThreads)
 // max + log(sum), the slices' sums added in order (0 for rows that do not ask).
 __global__ void LogprobJoinKernel(const float* sorted_keys, int32_t vocab,
                                   const SampleParams* params, const double* parts,
-                                  const float* picked_keys, float* logprobs, int64_t rows) {
+                                  const float* picked_keys, const int32_t* out, float* logprobs,
+                                  int64_t rows) {
   AwaitProducers();
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const SampleParams& c = params[row];
   if (WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;  // UnsortedPicks' row
-  if (!c.logprob) {
-    logprobs[row] = 0.0f;  // not asked: 0, as the engine reports it
+  if (!c.logprob || out[row] < 0) {
+    logprobs[row] = 0.0f;  // not asked (0, as the engine reports it), or not drawn here
     return;
   }
   double sum = 0;
@@ -189,7 +208,7 @@ SamplerWorkspace::~SamplerWorkspace() {
        {static_cast<void*>(sorted_keys_), static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
         static_cast<void*>(probs_), static_cast<void*>(prefix_), static_cast<void*>(picked_keys_),
         static_cast<void*>(run_sums_), static_cast<void*>(logprob_parts_), temp_, greedy_best_,
-        greedy_sums_}) {
+        greedy_sums_, static_cast<void*>(id_totals_)}) {
     if (p) cudaFree(p);
   }
 }
@@ -214,6 +233,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&logprob_parts_, rows * kLogprobSlices * sizeof(double));
   take(&greedy_best_, rows * kGreedySplits * 8);
   take(&greedy_sums_, rows * kGreedySplits * 16);
+  take(&id_totals_, rows * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
   // The sort's keys go through probs_ and prefix_ (8 bytes an element), free until after it.
   e = cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, reinterpret_cast<uint64_t*>(probs_),
@@ -228,30 +248,59 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 }
 
 // The pick from each row's sorted candidates (sorted_keys_, sorted_ids_; at most n_max a row
-// read): run sums, the draw, and the log-probabilities where asked.
+// read): run sums, the draw, and the log-probabilities where asked. id_totals: NucleusRows' (else
+// null).
 struct SamplerAccess {
   static int PickSorted(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                         const uint32_t* bitmask, const int32_t* rows_of, const SampleParams* params,
-                        int32_t n_max, int32_t* out, float* logprobs, cudaStream_t s) {
+                        int32_t n_max, const double* id_totals, int32_t* out, float* logprobs,
+                        cudaStream_t s) {
     const int32_t run_blocks = ((n_max + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
     // Launched early beside the unpacking, the run sums' blocks are packed onto a few SMs; up to
     // 8 rows they take longer so than the drain costs (bench/RESULTS.md, "Grids launched early
     // are packed": top-p at 8 rows 151.6 -> 143.2 us), from 16 rows the drain costs more.
     LaunchKernelOverlapping(rows > 8, RunSumsKernel,
                             dim3(static_cast<unsigned>(run_blocks), static_cast<unsigned>(rows)),
-                            kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, params, ws.probs_,
+                            kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, n_max, params, ws.probs_,
                             ws.prefix_, ws.run_sums_);
     LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
-                 ws.probs_, ws.prefix_, ws.run_sums_, vocab, params, out, ws.picked_keys_);
+                 ws.probs_, ws.prefix_, ws.run_sums_, id_totals, vocab, n_max, params, out,
+                 ws.picked_keys_);
     if (logprobs) {
       LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
                    kLogprobThreads, 0, s, logits, vocab, bitmask, rows_of, ws.sorted_keys_, params,
                    ws.logprob_parts_);
       LaunchKernel(LogprobJoinKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s,
-                   ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, logprobs,
-                   rows);
+                   ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, out,
+                   logprobs, rows);
     }
     return static_cast<int>(cudaGetLastError());
+  }
+
+  // TopKRows and NucleusRows: the first kTopKMax candidates of each row selected, then the pick
+  // among them; with `nucleus`, UnsortedPicks first (the id walk's rows, the id-order totals).
+  static int SelectAndPick(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                           const uint32_t* bitmask, const SampleParams* params,
+                           const int32_t* rows_of, bool nucleus, int32_t* out, float* logprobs,
+                           void* stream) {
+    if (rows > ws.rows_ || vocab != ws.vocab_ || vocab < kTopKMax) {
+      return static_cast<int>(cudaErrorInvalidValue);
+    }
+    if (rows == 0) return 0;
+    if (nucleus) {
+      const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, true,
+                                  out, logprobs, stream);
+      if (e != 0) return e;
+    }
+    auto s = static_cast<cudaStream_t>(stream);
+    // The tiles' candidates go through probs_ and prefix_, free until the pick (the walks have
+    // drawn from prefix_ by then).
+    const int e = SelectTopKCandidates(
+        logits, rows, vocab, bitmask, rows_of, reinterpret_cast<uint64_t*>(ws.probs_),
+        reinterpret_cast<uint64_t*>(ws.prefix_), ws.sorted_keys_, ws.sorted_ids_, s);
+    if (e != 0) return e;
+    return PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax,
+                      nucleus ? ws.id_totals_ : nullptr, out, logprobs, s);
   }
 };
 
@@ -272,8 +321,8 @@ int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
       32 + RowBits(rows), s);
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
-  return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab, out,
-                                   logprobs, s);
+  return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab,
+                                   nullptr, out, logprobs, s);
 }
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
@@ -283,8 +332,8 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (rows == 0) return 0;
   // The rows the id-order walk draws first: their sums go through prefix_, which the sort then
   // takes over.
-  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
-                                  logprobs, stream);
+  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, false,
+                                  out, logprobs, stream);
       e != 0) {
     return e;
   }
@@ -294,18 +343,15 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
 int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
              const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
              int32_t* out, float* logprobs, void* stream) {
-  if (rows > ws.rows_ || vocab != ws.vocab_ || vocab < kTopKMax) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  if (rows == 0) return 0;
-  auto s = static_cast<cudaStream_t>(stream);
-  // The tiles' candidates go through probs_ and prefix_, free until the pick.
-  const int e = SelectTopKCandidates(
-      logits, rows, vocab, bitmask, rows_of, reinterpret_cast<uint64_t*>(ws.probs_),
-      reinterpret_cast<uint64_t*>(ws.prefix_), ws.sorted_keys_, ws.sorted_ids_, s);
-  if (e != 0) return e;
-  return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax, out,
-                                   logprobs, s);
+  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
+                                      logprobs, stream);
+}
+
+int NucleusRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
+                int32_t* out, float* logprobs, void* stream) {
+  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, true, out,
+                                      logprobs, stream);
 }
 
 }  // namespace deepinfer::kernels

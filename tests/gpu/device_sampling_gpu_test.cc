@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/device_forward.h"
 #include "engine/sampling/sampler.h"
 #include "kernels/cuda_available.h"
+#include "kernels/sample_topk.h"
 #include "tests/gpu/kernel_shaped_spec.h"
 #include "tests/unit/test_util.h"
 
@@ -137,6 +138,45 @@ TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
     for (int r = 0; r < 3; ++r) {
       float want_logprob = 0;
       EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
+          << "step " << step << " row " << r;
+      if (params[r].logprob) {
+        EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
+      } else {
+        EXPECT_EQ(logprobs[r], 0.0f);
+      }
+    }
+    toks = next;
+  }
+}
+
+// Nucleus draws without a top-k cut among the selected candidates (kernels::NucleusRows) where
+// they end there, and a step where one runs past them (T 4 at step 5) is drawn again sorted by
+// the draws' Collect, the steps after it sorted at once: every step's tokens and
+// log-probabilities are the CPU sampler's.
+TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto two = MakeTwo(ThreeRows());
+  ASSERT_NE(two, nullptr);
+  const int32_t V = two->V;
+  ASSERT_GE(V, kernels::kTopKMax);  // else the draws sort every step
+  const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
+  std::vector<int32_t> toks = {3, 5, 7};
+  for (int step = 0; step < 8; ++step) {
+    const auto at = static_cast<uint64_t>(step);
+    const float warm = step == 5 ? 4.0f : 0.05f;
+    const std::vector<kernels::SampleParams> params = {{0.05f, 0.5f, 0.0f, -1, 9, 0, at, 1},
+                                                       {0.0f, 1.0f, 0.0f, -1, 9, 1, at, 1},
+                                                       {warm, 0.99f, 0.0f, -1, 9, 2, at, 0}};
+    std::vector<float> logits(3 * V), logprobs(3, 1.0f);
+    std::vector<int32_t> next(3, -1);
+    ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());
+    ASSERT_TRUE(two->draws
+                    ->StepMixed(slots, toks, rows, params, nullptr, next.data(), logprobs.data(),
+                                {}, nullptr)
+                    .ok());
+    for (int r = 0; r < 3; ++r) {
+      float want_logprob = 0;
+      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, nullptr, params[r], &want_logprob))
           << "step " << step << " row " << r;
       if (params[r].logprob) {
         EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));

@@ -61,9 +61,11 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     // The log-probabilities' kernel and copy only when the caller takes them and a draw asks.
     // A step of greedy draws only takes the argmax; one whose draws are greedy or without a cut
     // walks the ids in order; one whose draws are greedy or keep at most kTopKMax candidates
-    // selects them: none sorts each row (docs/gpu-sampler.md). Others sort, and skip the walk's
-    // launches when no draw walks.
+    // selects them; one whose draws also cut a nucleus without a top-k tries it among the
+    // selected (Collect sorts the step if one runs past them): none sorts each row
+    // (docs/gpu-sampler.md). Others sort, and skip the walk's launches when no draw walks.
     bool greedy = true, id_order = true, top_k = V >= kernels::kTopKMax, walks = false;
+    bool nucleus = top_k;
     for (const SampleParams& p : params) {
       queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
       const bool this_greedy = IsGreedy(p.temperature, p.top_k);
@@ -72,14 +74,24 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
       id_order = id_order && (this_greedy || this_walks);
       walks = walks || this_walks;
       // A top-k of the whole vocabulary (possible at 128 ids) cuts nothing: that row walks.
-      top_k = top_k &&
-              (this_greedy || (p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_));
+      const bool selects = p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_;
+      top_k = top_k && (this_greedy || selects);
+      nucleus = nucleus && (this_greedy || this_walks || selects ||
+                            CutsOnIdTotal(p.temperature, p.top_k, p.top_p, vocab_));
     }
-    const auto sample = greedy     ? kernels::GreedyRows
-                        : id_order ? kernels::IdOrderRows
-                        : top_k    ? kernels::TopKRows
-                        : walks    ? kernels::SampleRows
-                                   : kernels::SortedRows;
+    auto sample = greedy     ? kernels::GreedyRows
+                  : id_order ? kernels::IdOrderRows
+                  : top_k    ? kernels::TopKRows
+                  : nucleus  ? kernels::NucleusRows
+                  : walks    ? kernels::SampleRows
+                             : kernels::SortedRows;
+    queued_nucleus_ = sample == kernels::NucleusRows && nucleus_backoff_ == 0;
+    if (sample == kernels::NucleusRows && !queued_nucleus_) {
+      --nucleus_backoff_;
+      sample = walks ? kernels::SampleRows : kernels::SortedRows;
+    }
+    queued_logits_ = logits;
+    queued_masked_ = masks != nullptr;
     DI_RETURN_IF_ERROR(KernelStatus(
         sample(sampler_, logits, draws, vocab_, masks ? dev_masks_ : nullptr, dev_params_,
                reinterpret_cast<const int32_t*>(dev_params_ + draws), dev_next_,
@@ -110,15 +122,36 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
   return Status::Ok();
 }
 
-void DeviceDraws::Collect(int32_t* next, float* logprobs) const {
+Status DeviceDraws::Collect(int32_t* next, float* logprobs, cudaStream_t stream) {
+  // A nucleus NucleusRows left undrawn (id -1): the step's draws again with every row sorted,
+  // from the same logits and staged inputs, which the next step has not yet overwritten.
+  if (queued_nucleus_ &&
+      std::find(host_next_, host_next_ + queued_draws_, -1) != host_next_ + queued_draws_) {
+    ++sorted_again_;
+    nucleus_backoff_ = kNucleusBackoff;
+    const int64_t draws = queued_draws_;
+    DI_RETURN_IF_ERROR(KernelStatus(
+        kernels::SampleRows(
+            sampler_, queued_logits_, draws, vocab_, queued_masked_ ? dev_masks_ : nullptr,
+            dev_params_, reinterpret_cast<const int32_t*>(dev_params_ + draws), dev_next_,
+            queued_logprobs_ ? reinterpret_cast<float*>(dev_next_ + draws) : nullptr, stream),
+        "sampling"));
+    DI_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(host_next_, dev_next_,
+                        draws * (sizeof(int32_t) + (queued_logprobs_ ? sizeof(float) : 0)),
+                        cudaMemcpyDeviceToHost, stream),
+        "sampled tokens"));
+    DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "sampling again"));
+  }
   std::copy_n(host_next_, queued_draws_, next);
-  if (logprobs == nullptr) return;
+  if (logprobs == nullptr) return Status::Ok();
   if (queued_logprobs_) {
     std::copy_n(reinterpret_cast<const float*>(host_next_ + queued_draws_), queued_draws_,
                 logprobs);
   } else {
     std::fill(logprobs, logprobs + queued_draws_, 0.0f);
   }
+  return Status::Ok();
 }
 
 }  // namespace deepinfer

@@ -19,6 +19,10 @@ namespace deepinfer {
 
 class DeviceDraws {
  public:
+  /// Steps that sort at once after one whose nucleus NucleusRows left undrawn: flat rows (a
+  /// random model's, a hot temperature) would otherwise pay for the select and the sort both.
+  static constexpr int kNucleusBackoff = 16;
+
   DeviceDraws() = default;
   DeviceDraws(const DeviceDraws&) = delete;
   DeviceDraws& operator=(const DeviceDraws&) = delete;
@@ -37,9 +41,14 @@ class DeviceDraws {
   Status Queue(const float* logits, std::span<const uint8_t> drawn,
                std::span<const SampleParams> params, const uint32_t* masks, bool want_logprobs,
                float* host_logits, cudaStream_t stream);
-  /// After the queued step has finished: its draws' ids into next[..] and, unless null, their
-  /// log-probabilities into logprobs[..] (0 for draws that did not ask).
-  void Collect(int32_t* next, float* logprobs) const;
+  /// After the queued step has finished (`stream` synchronised): its draws' ids into next[..]
+  /// and, unless null, their log-probabilities into logprobs[..] (0 for draws that did not ask).
+  /// A step whose nucleus kernels::NucleusRows left undrawn (past the selected candidates, or
+  /// its cut within the slack of the id-order total) is drawn again here with every row sorted,
+  /// on `stream`, before it returns: the same tokens as if it had sorted at first.
+  Status Collect(int32_t* next, float* logprobs, cudaStream_t stream);
+  /// Steps Collect drew again with every row sorted.
+  int64_t sorted_again() const { return sorted_again_; }
 
  private:
   int64_t rows_ = 0;
@@ -53,6 +62,11 @@ class DeviceDraws {
   int32_t *host_next_ = nullptr, *dev_next_ = nullptr;
   int64_t queued_draws_ = 0;
   bool queued_logprobs_ = false;
+  bool queued_nucleus_ = false;  // queued with NucleusRows: some ids may be -1
+  bool queued_masked_ = false;
+  const float* queued_logits_ = nullptr;
+  int64_t sorted_again_ = 0;
+  int nucleus_backoff_ = 0;  // steps left that sort instead of trying NucleusRows
 };
 
 }  // namespace deepinfer

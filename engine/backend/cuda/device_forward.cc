@@ -179,7 +179,7 @@ class DeviceForwardImpl final : public DeviceForward {
                         logits, stream_);
     }
     if (st.ok()) st = Finish(slots);
-    if (st.ok()) draws_.Collect(next, logprobs);
+    if (st.ok()) st = draws_.Collect(next, logprobs, stream_);
     return Guard(std::move(st));
   }
 
