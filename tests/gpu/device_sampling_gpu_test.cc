@@ -150,33 +150,40 @@ TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
 }
 
 // Nucleus draws without a top-k cut among the selected candidates (kernels::NucleusRows) where
-// they end there, and a step where one runs past them (T 4 at step 5) is drawn again sorted by
-// the draws' Collect, the steps after it sorted at once: every step's tokens and
-// log-probabilities are the CPU sampler's.
+// they end there (T 0.05: no draw drawn again); draws that run past them (T 4) drawn again
+// sorted by the draws' Collect: one of three at step 3, under a mask, alone; two of three at
+// step 5, after which the steps sort at once (step 6's is not drawn again). Every step's tokens
+// and log-probabilities are the CPU sampler's.
 TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto two = MakeTwo(ThreeRows());
   ASSERT_NE(two, nullptr);
   const int32_t V = two->V;
+  const int64_t words = two->words;
   ASSERT_GE(V, kernels::kTopKMax);  // else the draws sort every step
+  std::mt19937 rng(std::random_device{}());
   const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
   std::vector<int32_t> toks = {3, 5, 7};
   for (int step = 0; step < 8; ++step) {
+    std::vector<uint32_t> mask(3 * words, ~0u);
+    for (int64_t w = 0; w < words; ++w) mask[2 * words + w] = static_cast<uint32_t>(rng());
+    mask[2 * words] |= 1u;
     const auto at = static_cast<uint64_t>(step);
-    const float warm = step == 5 ? 4.0f : 0.05f;
-    const std::vector<kernels::SampleParams> params = {{0.05f, 0.5f, 0.0f, -1, 9, 0, at, 1},
-                                                       {0.0f, 1.0f, 0.0f, -1, 9, 1, at, 1},
-                                                       {warm, 0.99f, 0.0f, -1, 9, 2, at, 0}};
+    const float t0 = step == 5 ? 4.0f : 0.05f;
+    const float t2 = step == 3 || step == 5 || step == 6 ? 4.0f : 0.05f;
+    const std::vector<kernels::SampleParams> params = {{t0, 0.99f, 0.0f, -1, 9, 0, at, 1},
+                                                       {0.0f, 1.0f, 0.0f, -1, 9, 1, at, 0},
+                                                       {t2, 0.5f, 0.0f, -1, 9, 2, at, 1}};
     std::vector<float> logits(3 * V), logprobs(3, 1.0f);
     std::vector<int32_t> next(3, -1);
     ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());
     ASSERT_TRUE(two->draws
-                    ->StepMixed(slots, toks, rows, params, nullptr, next.data(), logprobs.data(),
-                                {}, nullptr)
+                    ->StepMixed(slots, toks, rows, params, mask.data(), next.data(),
+                                logprobs.data(), {}, nullptr)
                     .ok());
     for (int r = 0; r < 3; ++r) {
       float want_logprob = 0;
-      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, nullptr, params[r], &want_logprob))
+      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
           << "step " << step << " row " << r;
       if (params[r].logprob) {
         EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
@@ -184,6 +191,7 @@ TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
         EXPECT_EQ(logprobs[r], 0.0f);
       }
     }
+    EXPECT_EQ(two->draws->redrawn_draws(), step < 3 ? 0 : step < 5 ? 1 : 3) << "step " << step;
     toks = next;
   }
 }

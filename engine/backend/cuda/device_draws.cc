@@ -31,6 +31,8 @@ Status DeviceDraws::Reserve(DeviceMemory& mem, int64_t rows, int32_t vocab) {
   layout(host_, &host_params_, &host_masks_, &host_next_);
   rows_ = rows;
   vocab_ = vocab;
+  undrawn_.reserve(rows);
+  undrawn_rows_.reserve(rows);
   return KernelStatus(sampler_.Reserve(rows, vocab), "sampler workspace");
 }
 
@@ -62,7 +64,7 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     // A step of greedy draws only takes the argmax; one whose draws are greedy or without a cut
     // walks the ids in order; one whose draws are greedy or keep at most kTopKMax candidates
     // selects them; one whose draws also cut a nucleus without a top-k tries it among the
-    // selected (Collect sorts the step if one runs past them): none sorts each row
+    // selected (Collect sorts the rows that run past them): none sorts each row
     // (docs/gpu-sampler.md). Others sort, and skip the walk's launches when no draw walks.
     bool greedy = true, id_order = true, top_k = V >= kernels::kTopKMax, walks = false;
     bool nucleus = top_k;
@@ -123,33 +125,73 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
 }
 
 Status DeviceDraws::Collect(int32_t* next, float* logprobs, cudaStream_t stream) {
-  // A nucleus NucleusRows left undrawn (id -1): the step's draws again with every row sorted,
-  // from the same logits and staged inputs, which the next step has not yet overwritten.
-  if (queued_nucleus_ &&
-      std::find(host_next_, host_next_ + queued_draws_, -1) != host_next_ + queued_draws_) {
-    ++sorted_again_;
-    nucleus_backoff_ = kNucleusBackoff;
-    const int64_t draws = queued_draws_;
-    DI_RETURN_IF_ERROR(KernelStatus(
-        kernels::SampleRows(
-            sampler_, queued_logits_, draws, vocab_, queued_masked_ ? dev_masks_ : nullptr,
-            dev_params_, reinterpret_cast<const int32_t*>(dev_params_ + draws), dev_next_,
-            queued_logprobs_ ? reinterpret_cast<float*>(dev_next_ + draws) : nullptr, stream),
-        "sampling"));
-    DI_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(host_next_, dev_next_,
-                        draws * (sizeof(int32_t) + (queued_logprobs_ ? sizeof(float) : 0)),
-                        cudaMemcpyDeviceToHost, stream),
-        "sampled tokens"));
-    DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "sampling again"));
-  }
   std::copy_n(host_next_, queued_draws_, next);
-  if (logprobs == nullptr) return Status::Ok();
-  if (queued_logprobs_) {
-    std::copy_n(reinterpret_cast<const float*>(host_next_ + queued_draws_), queued_draws_,
-                logprobs);
-  } else {
-    std::fill(logprobs, logprobs + queued_draws_, 0.0f);
+  if (logprobs != nullptr) {
+    if (queued_logprobs_) {
+      std::copy_n(reinterpret_cast<const float*>(host_next_ + queued_draws_), queued_draws_,
+                  logprobs);
+    } else {
+      std::fill(logprobs, logprobs + queued_draws_, 0.0f);
+    }
+  }
+  if (!queued_nucleus_) return Status::Ok();
+  undrawn_.clear();
+  for (int32_t k = 0; k < queued_draws_; ++k) {
+    if (next[k] < 0) undrawn_.push_back(k);
+  }
+  if (undrawn_.empty()) return Status::Ok();
+  ++redrawn_steps_;
+  redrawn_draws_ += static_cast<int64_t>(undrawn_.size());
+  if (2 * static_cast<int64_t>(undrawn_.size()) > queued_draws_) {
+    nucleus_backoff_ = kNucleusBackoff;
+  }
+  return Redraw(next, logprobs, stream);
+}
+
+Status DeviceDraws::Redraw(int32_t* next, float* logprobs, cudaStream_t stream) {
+  // The step has finished, so its staging is free: the undrawn draws' params, logits rows and
+  // masks are packed to its front (draw j of them is draw undrawn_[j] >= j) and drawn again from
+  // the same logits, which the next step has not yet overwritten.
+  const int64_t m = static_cast<int64_t>(undrawn_.size()), words = (vocab_ + 31) / 32;
+  const auto* rows = reinterpret_cast<const int32_t*>(host_params_ + queued_draws_);
+  undrawn_rows_.clear();
+  for (const int32_t k : undrawn_) undrawn_rows_.push_back(rows[k]);
+  for (int64_t j = 0; j < m; ++j) {
+    host_params_[j] = host_params_[undrawn_[j]];
+    if (queued_masked_ && undrawn_[j] != j) {
+      std::memcpy(host_masks_ + j * words, host_masks_ + undrawn_[j] * words,
+                  words * sizeof(uint32_t));
+    }
+  }
+  std::copy_n(undrawn_rows_.data(), m, reinterpret_cast<int32_t*>(host_params_ + m));
+  DI_RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(dev_params_, host_params_, m * (sizeof(SampleParams) + sizeof(int32_t)),
+                      cudaMemcpyHostToDevice, stream),
+      "sampling inputs"));
+  if (queued_masked_) {
+    DI_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(dev_masks_, host_masks_, m * words * sizeof(uint32_t),
+                                   cudaMemcpyHostToDevice, stream),
+                   "sampling masks"));
+  }
+  // Every one of them cuts a nucleus, so none walks the ids: the sort alone.
+  DI_RETURN_IF_ERROR(KernelStatus(
+      kernels::SortedRows(
+          sampler_, queued_logits_, m, vocab_, queued_masked_ ? dev_masks_ : nullptr, dev_params_,
+          reinterpret_cast<const int32_t*>(dev_params_ + m), dev_next_,
+          queued_logprobs_ ? reinterpret_cast<float*>(dev_next_ + m) : nullptr, stream),
+      "sampling"));
+  DI_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(host_next_, dev_next_,
+                                 m * (sizeof(int32_t) + (queued_logprobs_ ? sizeof(float) : 0)),
+                                 cudaMemcpyDeviceToHost, stream),
+                 "sampled tokens"));
+  DI_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "sampling again"));
+  for (int64_t j = 0; j < m; ++j) {
+    next[undrawn_[j]] = host_next_[j];
+    if (logprobs != nullptr && queued_logprobs_) {
+      logprobs[undrawn_[j]] = reinterpret_cast<const float*>(host_next_ + m)[j];
+    }
   }
   return Status::Ok();
 }

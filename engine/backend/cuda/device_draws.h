@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/common/status.h"
@@ -19,8 +20,8 @@ namespace deepinfer {
 
 class DeviceDraws {
  public:
-  /// Steps that sort at once after one whose nucleus NucleusRows left undrawn: flat rows (a
-  /// random model's, a hot temperature) would otherwise pay for the select and the sort both.
+  /// Steps that sort at once after one most of whose draws NucleusRows left undrawn: flat rows
+  /// (a random model's, a hot temperature) would otherwise pay for the select and the sort both.
   static constexpr int kNucleusBackoff = 16;
 
   DeviceDraws() = default;
@@ -43,12 +44,14 @@ class DeviceDraws {
                float* host_logits, cudaStream_t stream);
   /// After the queued step has finished (`stream` synchronised): its draws' ids into next[..]
   /// and, unless null, their log-probabilities into logprobs[..] (0 for draws that did not ask).
-  /// A step whose nucleus kernels::NucleusRows left undrawn (past the selected candidates, or
-  /// its cut within the slack of the id-order total) is drawn again here with every row sorted,
-  /// on `stream`, before it returns: the same tokens as if it had sorted at first.
+  /// The draws kernels::NucleusRows left undrawn (a nucleus past the selected candidates, or its
+  /// cut within the slack of the id-order total) are drawn here again, sorted, on `stream`,
+  /// before it returns: the same tokens as if the step had sorted at first. When they are most
+  /// of the step's, the next kNucleusBackoff steps that would try the nucleus sort at once.
   Status Collect(int32_t* next, float* logprobs, cudaStream_t stream);
-  /// Steps Collect drew again with every row sorted.
-  int64_t sorted_again() const { return sorted_again_; }
+  /// Draws Collect drew again sorted, and the steps they were in.
+  int64_t redrawn_draws() const { return redrawn_draws_; }
+  int64_t redrawn_steps() const { return redrawn_steps_; }
 
  private:
   int64_t rows_ = 0;
@@ -65,8 +68,15 @@ class DeviceDraws {
   bool queued_nucleus_ = false;  // queued with NucleusRows: some ids may be -1
   bool queued_masked_ = false;
   const float* queued_logits_ = nullptr;
-  int64_t sorted_again_ = 0;
+  int64_t redrawn_draws_ = 0, redrawn_steps_ = 0;
   int nucleus_backoff_ = 0;  // steps left that sort instead of trying NucleusRows
+  // The draws to draw again and their logits rows: room for rows_ made once (no allocation on
+  // the step's path).
+  std::vector<int32_t> undrawn_, undrawn_rows_;
+
+  // Draws again sorted the undrawn_ draws of the queued step, packed to the front of the
+  // staging (params, rows, masks), and puts their ids and log-probabilities in place.
+  Status Redraw(int32_t* next, float* logprobs, cudaStream_t stream);
 };
 
 }  // namespace deepinfer

@@ -133,6 +133,7 @@ class DeviceForwardImpl final : public DeviceForward {
     return slot >= 0 && slot < opt_.slots ? lengths_[slot] : -1;
   }
 
+  int64_t redrawn_draws() const override { return draws_.redrawn_draws(); }
   size_t device_bytes() const override {
     return mem_.bytes() +
            (plan_.gemm ? kernels::Fp8GemmContext::kDefaultWorkspaceBytes + kBf16Workspace : 0);
