@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
           continue;
         }
         if (p == "nucleus" &&
-            !deepinfer::CutsOnIdTotal(kp.temperature, kp.top_k, kp.top_p, vocab)) {
+            !deepinfer::TriesNucleusAmongSelected(kp.temperature, kp.top_k, kp.top_p, vocab)) {
           continue;
         }
         // The sort as the device forward's draws take it: SortedRows where no draw walks.

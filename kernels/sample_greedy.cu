@@ -3,8 +3,7 @@
 // largest masked logit (lowest id among equals) and, for rows asking for their log-probability,
 // the slice's max and sum of exp(logit - max) in double. Greedy rows join their slices and are
 // done; rows walking in id order then sum their terms in runs of kSumChunk ids, a warp a run,
-// and one warp a row finds the draw among the runs' running sums. Rows whose nucleus
-// NucleusRows cuts among the selected (CutsOnIdTotal) take the same sums' total alone.
+// and one warp a row finds the draw among the runs' running sums.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -63,20 +62,19 @@ __device__ T BlockJoin(T v, F join, T* shared) {
 }
 
 // Block (slice, row): the slice's best candidate and, when the row asks, its exp-sum; for rows
-// walking in id order or cutting on the id-order total, and for greedy rows with greedy_rows
-// (SampleRows draws those from its sort, so it reads no slices for them or for its other rows).
+// walking in id order, and for greedy rows with greedy_rows (SampleRows draws those from its
+// sort, so it reads no slices for them or for its other rows).
 __global__ void __launch_bounds__(kThreads)
     GreedySliceKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
                       const SampleParams* params, const int32_t* rows_of, bool greedy_rows,
-                      bool total_rows, Best* best_out, ExpSum* sums_out) {
+                      Best* best_out, ExpSum* sums_out) {
   AwaitProducers();
   __shared__ Best best_shared[kThreads / 32];
   __shared__ ExpSum sums_shared[kThreads / 32];
   const int64_t row = blockIdx.y;
   const SampleParams& c = params[row];
   if (!(greedy_rows && IsGreedy(c.temperature, c.top_k)) &&
-      !WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab) &&
-      !(total_rows && CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab))) {
+      !WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) {
     return;
   }
   const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
@@ -119,17 +117,15 @@ constexpr int kRunWarps = 8;
 
 // Warp (run r of row blockIdx.y), for rows walking in id order: IdOrderTerm of each id in the
 // run summed from zero in id order (run_sums), each running sum kept in within: ChunkedPrefix
-// over the ids, as SampleToken forms it. Rows cutting on the id-order total keep the run sums
-// alone.
+// over the ids, as SampleToken forms it.
 __global__ void __launch_bounds__(kRunWarps * 32)
     IdRunSumsKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
-                    const int32_t* rows_of, const SampleParams* params, bool total_rows,
-                    const Best* best, int slices, double* within, double* run_sums) {
+                    const int32_t* rows_of, const SampleParams* params, const Best* best,
+                    int slices, double* within, double* run_sums) {
   AwaitProducers();
   const int64_t row = blockIdx.y;
   const SampleParams p = params[row];
-  const bool walks = WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab);
-  if (!walks && !(total_rows && CutsOnIdTotal(p.temperature, p.top_k, p.top_p, vocab))) return;
+  if (!WalksIdOrder(p.temperature, p.top_k, p.top_p, vocab)) return;
   const int32_t run = blockIdx.x * kRunWarps + threadIdx.x / 32;
   if (run * kSumChunk >= vocab) return;
   __shared__ __align__(16) double stage[kRunWarps][kRunStage];
@@ -139,9 +135,7 @@ __global__ void __launch_bounds__(kRunWarps * 32)
   const double sum = WarpRunSum(
       run * kSumChunk, min(vocab, (run + 1) * kSumChunk),
       [&](int32_t i) { return IdOrderTerm(x[i], top, inv_t, p.min_p); },
-      [&](int32_t i, double, double running) {
-        if (walks) within[row * vocab + i] = running;
-      },
+      [&](int32_t i, double, double running) { within[row * vocab + i] = running; },
       stage[threadIdx.x / 32]);
   if (threadIdx.x % 32 == 0) run_sums[row * kMaxSumRuns + run] = sum;
 }
@@ -149,25 +143,17 @@ __global__ void __launch_bounds__(kRunWarps * 32)
 // One warp a row, for rows walking in id order (and greedy ones with greedy_too): the pick,
 // PickInIdOrder's (kernels/sample_pick.h) over base[run] + within[i] by a 32-way search, or
 // the first candidate; its log-probability as LogprobJoinKernel forms it (logit less max +
-// log(sum), the slices' exp-sums joined in order). For rows cutting on the id-order total: that
-// total (ChunkedPrefix's last sum over the ids) into id_totals where not null, for NucleusRows'
-// pick.
+// log(sum), the slices' exp-sums joined in order).
 __global__ void __launch_bounds__(32)
     UnsortedPickKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
                        const int32_t* rows_of, const SampleParams* params, const Best* best,
                        const ExpSum* sums, int slices, const double* within, const double* run_sums,
-                       bool greedy_too, double* id_totals, int32_t* out, float* logprobs) {
+                       bool greedy_too, int32_t* out, float* logprobs) {
   AwaitProducers();
   __shared__ double base[kMaxSumRuns + 1];
   const int64_t row = blockIdx.x;
   const SampleParams c = params[row];
   const bool greedy = IsGreedy(c.temperature, c.top_k);
-  if (id_totals && CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab)) {
-    const int32_t runs = (vocab + kSumChunk - 1) / kSumChunk;
-    WarpRunBases(run_sums + row * kMaxSumRuns, runs, base);
-    if (threadIdx.x == 0) id_totals[row] = base[runs];
-    return;
-  }
   if (!(greedy ? greedy_too : WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab))) return;
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   int32_t pick = WarpBest(best + row * slices, slices).id;
@@ -205,17 +191,16 @@ int GreedyRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   auto* best = static_cast<Best*>(ws.greedy_best_);
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
-               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, true, false, best, sums);
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, true, best, sums);
   // Every row greedy: the pick is the first candidate, with no run sums to form.
   LaunchKernel(UnsortedPickKernel, static_cast<unsigned>(rows), 32, 0, s, logits, vocab, bitmask,
-               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, true, nullptr, out,
-               logprobs);
+               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, true, out, logprobs);
   return static_cast<int>(cudaGetLastError());
 }
 
 int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                   const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
-                  bool greedy_too, bool id_totals, int32_t* out, float* logprobs, void* stream) {
+                  bool greedy_too, int32_t* out, float* logprobs, void* stream) {
   if (rows > ws.rows_ || vocab != ws.vocab_) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
@@ -223,8 +208,7 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
   auto* best = static_cast<Best*>(ws.greedy_best_);
   auto* sums = static_cast<ExpSum*>(ws.greedy_sums_);
   LaunchKernel(GreedySliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
-               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, greedy_too, id_totals, best,
-               sums);
+               kThreads, 0, s, logits, vocab, bitmask, params, rows_of, greedy_too, best, sums);
   const int32_t runs = (vocab + kSumChunk - 1) / kSumChunk;
   // Not launched early: beside the slices' grid its blocks were packed onto a few SMs, and the
   // walk took 49 us from 4 to 16 rows against 25 at 1 (bench/RESULTS.md, "Grids launched early
@@ -232,19 +216,19 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
   LaunchKernelAfterDrain(
       IdRunSumsKernel,
       dim3(static_cast<unsigned>((runs + kRunWarps - 1) / kRunWarps), static_cast<unsigned>(rows)),
-      kRunWarps * 32, 0, s, logits, vocab, bitmask, rows_of, params, id_totals, best, slices,
-      ws.prefix_, ws.run_sums_);
+      kRunWarps * 32, 0, s, logits, vocab, bitmask, rows_of, params, best, slices, ws.prefix_,
+      ws.run_sums_);
   LaunchKernel(UnsortedPickKernel, static_cast<unsigned>(rows), 32, 0, s, logits, vocab, bitmask,
-               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, greedy_too,
-               id_totals ? ws.id_totals_ : nullptr, out, logprobs);
+               rows_of, params, best, sums, slices, ws.prefix_, ws.run_sums_, greedy_too, out,
+               logprobs);
   return static_cast<int>(cudaGetLastError());
 }
 
 int IdOrderRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                 const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                 int32_t* out, float* logprobs, void* stream) {
-  return UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, true, false, out,
-                       logprobs, stream);
+  return UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, true, out, logprobs,
+                       stream);
 }
 
 }  // namespace deepinfer::kernels

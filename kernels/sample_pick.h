@@ -76,10 +76,11 @@ DI_HOST_DEVICE inline bool WalksIdOrder(float temperature, int32_t top_k, float 
 }
 
 /// Whether NucleusRows (kernels/sampling.h) tries a draw's top-p cut among the first selected
-/// candidates, bounding their sorted total by the same terms summed in id order (TopPCutWithin):
-/// a top-p cut and no top-k (a top-k's candidates are all selected or all sorted anyway).
-DI_HOST_DEVICE inline bool CutsOnIdTotal(float temperature, int32_t top_k, float top_p,
-                                         int32_t vocab) {
+/// candidates, bounding their sorted total by the same terms summed in another order
+/// (TopPCutWithin): a top-p cut and no top-k (a top-k's candidates are all selected or all
+/// sorted anyway).
+DI_HOST_DEVICE inline bool TriesNucleusAmongSelected(float temperature, int32_t top_k, float top_p,
+                                                     int32_t vocab) {
   return !IsGreedy(temperature, top_k) && CandidateCount(top_k, vocab) == vocab && top_p < 1.0f;
 }
 

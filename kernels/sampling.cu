@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/launch.cuh"
@@ -82,16 +83,51 @@ __global__ void __launch_bounds__(kRunWarps * 32)
   if (threadIdx.x % 32 == 0) run_sums[row * kMaxSumRuns + run] = sum;
 }
 
+constexpr int kNucleusThreads = 256;
+
+// Slices of at least 2,048 ids, at most 32 (a lane of the pick's warp each), NucleusTotalsKernel's.
+int NucleusSlices(int32_t vocab) { return std::min<int32_t>(32, (vocab + 2047) / 2048); }
+
+// Block (slice, row), for rows NucleusRows cuts among the selected: the sum of the row's terms
+// (IdOrderTerm: exp((logit - top) / T) in double, 0 below the min-p floor; top the first selected
+// candidate) over the slice, in a block reduction's order. Any order will do: the sorted total is
+// only bounded by this one (SumOrderSlack), so it need not be the walks' chunked order.
+__global__ void __launch_bounds__(kNucleusThreads)
+    NucleusTotalsKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
+                        const int32_t* rows_of, const SampleParams* params,
+                        const float* sorted_keys, double* parts) {
+  AwaitProducers();
+  __shared__ double partial[kNucleusThreads / 32];
+  const int64_t row = blockIdx.y;
+  const SampleParams c = params[row];
+  if (!TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) return;
+  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
+  const double top = sorted_keys[row * vocab], inv_t = 1.0 / c.temperature;
+  const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
+  const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
+  double sum = 0;
+  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kNucleusThreads)
+    sum += IdOrderTerm(x[i], top, inv_t, c.min_p);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kNucleusThreads / 32; ++w) sum += partial[w];
+  parts[row * 32 + blockIdx.x] = sum;
+}
+
 // One warp a row: PickCandidate (sample_pick.h) on the running sums base[run] + within[i], where
 // base is the sum of the whole runs before (added in order from zero by lane 0, as
 // ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
 // so they find the same indices. Of a row's candidates the first n_max at most are at hand: where
-// the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's id-order
-// total (id_totals, NucleusRows), and a row it leaves undecided gets -1.
+// the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's total in
+// another order (the `slices` parts of NucleusTotalsKernel, NucleusRows), and a row it leaves
+// undecided gets -1.
 __global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
-               const double* within, const double* run_sums, const double* id_totals, int32_t vocab,
-               int32_t n_max, const SampleParams* params, int32_t* out, float* picked_keys) {
+               const double* within, const double* run_sums, const double* nucleus_parts,
+               int slices, int32_t vocab, int32_t n_max, const SampleParams* params, int32_t* out,
+               float* picked_keys) {
   AwaitProducers();
   __shared__ double base[kMaxSumRuns + 1];
   const int64_t row = blockIdx.x;
@@ -119,9 +155,12 @@ __global__ void __launch_bounds__(32)
   double sum = prefix(keep - 1);
   if (keep == n && n < n_all) {  // the kept candidates' sorted total is not at hand
     int32_t cut = -1;
-    if (id_totals && CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab)) {
+    if (nucleus_parts && TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) {
+      // The slices' parts joined by a butterfly: every lane forms the same sums (a + b == b + a).
+      double total = lane < slices ? nucleus_parts[row * 32 + lane] : 0.0;
+      for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
       double lo_share, hi_share;
-      TopPShareBounds(id_totals[row], SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
+      TopPShareBounds(total, SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
       const int32_t lo = WarpFirstPass(0, n, [&](int32_t j) { return prefix(j) >= lo_share; });
       const int32_t hi = WarpFirstPass(0, n, [&](int32_t j) { return prefix(j) >= hi_share; });
       if (lo == hi && hi < n) cut = hi;
@@ -208,7 +247,7 @@ SamplerWorkspace::~SamplerWorkspace() {
        {static_cast<void*>(sorted_keys_), static_cast<void*>(ids_), static_cast<void*>(sorted_ids_),
         static_cast<void*>(probs_), static_cast<void*>(prefix_), static_cast<void*>(picked_keys_),
         static_cast<void*>(run_sums_), static_cast<void*>(logprob_parts_), temp_, greedy_best_,
-        greedy_sums_, static_cast<void*>(id_totals_)}) {
+        greedy_sums_, static_cast<void*>(nucleus_parts_)}) {
     if (p) cudaFree(p);
   }
 }
@@ -233,7 +272,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&logprob_parts_, rows * kLogprobSlices * sizeof(double));
   take(&greedy_best_, rows * kGreedySplits * 8);
   take(&greedy_sums_, rows * kGreedySplits * 16);
-  take(&id_totals_, rows * sizeof(double));
+  take(&nucleus_parts_, rows * 32 * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
   // The sort's keys go through probs_ and prefix_ (8 bytes an element), free until after it.
   e = cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, reinterpret_cast<uint64_t*>(probs_),
@@ -248,13 +287,13 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 }
 
 // The pick from each row's sorted candidates (sorted_keys_, sorted_ids_; at most n_max a row
-// read): run sums, the draw, and the log-probabilities where asked. id_totals: NucleusRows' (else
-// null).
+// read): run sums, the draw, and the log-probabilities where asked. nucleus_parts: NucleusRows'
+// totals by slice (`slices` a row; else null).
 struct SamplerAccess {
   static int PickSorted(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                         const uint32_t* bitmask, const int32_t* rows_of, const SampleParams* params,
-                        int32_t n_max, const double* id_totals, int32_t* out, float* logprobs,
-                        cudaStream_t s) {
+                        int32_t n_max, const double* nucleus_parts, int slices, int32_t* out,
+                        float* logprobs, cudaStream_t s) {
     const int32_t run_blocks = ((n_max + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
     // Launched early beside the unpacking, the run sums' blocks are packed onto a few SMs; up to
     // 8 rows they take longer so than the drain costs (bench/RESULTS.md, "Grids launched early
@@ -264,8 +303,8 @@ struct SamplerAccess {
                             kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, n_max, params, ws.probs_,
                             ws.prefix_, ws.run_sums_);
     LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
-                 ws.probs_, ws.prefix_, ws.run_sums_, id_totals, vocab, n_max, params, out,
-                 ws.picked_keys_);
+                 ws.probs_, ws.prefix_, ws.run_sums_, nucleus_parts, slices, vocab, n_max, params,
+                 out, ws.picked_keys_);
     if (logprobs) {
       LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
                    kLogprobThreads, 0, s, logits, vocab, bitmask, rows_of, ws.sorted_keys_, params,
@@ -277,8 +316,9 @@ struct SamplerAccess {
     return static_cast<int>(cudaGetLastError());
   }
 
-  // TopKRows and NucleusRows: the first kTopKMax candidates of each row selected, then the pick
-  // among them; with `nucleus`, UnsortedPicks first (the id walk's rows, the id-order totals).
+  // TopKRows and NucleusRows: each row's first kTopKMax candidates selected, then the pick among
+  // them; with `nucleus`, between the two, the id walk's rows drawn (after the select is done
+  // with prefix_, which their sums take) and the nucleus rows' totals summed.
   static int SelectAndPick(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                            const uint32_t* bitmask, const SampleParams* params,
                            const int32_t* rows_of, bool nucleus, int32_t* out, float* logprobs,
@@ -287,20 +327,23 @@ struct SamplerAccess {
       return static_cast<int>(cudaErrorInvalidValue);
     }
     if (rows == 0) return 0;
-    if (nucleus) {
-      const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, true,
-                                  out, logprobs, stream);
-      if (e != 0) return e;
-    }
     auto s = static_cast<cudaStream_t>(stream);
-    // The tiles' candidates go through probs_ and prefix_, free until the pick (the walks have
-    // drawn from prefix_ by then).
-    const int e = SelectTopKCandidates(
+    // The tiles' candidates go through probs_ and prefix_, free until the pick.
+    int e = SelectTopKCandidates(
         logits, rows, vocab, bitmask, rows_of, reinterpret_cast<uint64_t*>(ws.probs_),
         reinterpret_cast<uint64_t*>(ws.prefix_), ws.sorted_keys_, ws.sorted_ids_, s);
     if (e != 0) return e;
+    const int slices = NucleusSlices(vocab);
+    if (nucleus) {
+      e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out, logprobs, s);
+      if (e != 0) return e;
+      LaunchKernel(NucleusTotalsKernel,
+                   dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
+                   kNucleusThreads, 0, s, logits, vocab, bitmask, rows_of, params, ws.sorted_keys_,
+                   ws.nucleus_parts_);
+    }
     return PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax,
-                      nucleus ? ws.id_totals_ : nullptr, out, logprobs, s);
+                      nucleus ? ws.nucleus_parts_ : nullptr, slices, out, logprobs, s);
   }
 };
 
@@ -322,7 +365,7 @@ int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
   return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab,
-                                   nullptr, out, logprobs, s);
+                                   nullptr, 0, out, logprobs, s);
 }
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
@@ -332,8 +375,8 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (rows == 0) return 0;
   // The rows the id-order walk draws first: their sums go through prefix_, which the sort then
   // takes over.
-  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, false,
-                                  out, logprobs, stream);
+  if (const int e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
+                                  logprobs, stream);
       e != 0) {
     return e;
   }

@@ -35,8 +35,7 @@ class SamplerWorkspace {
   friend int NucleusRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                          const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int UnsortedPicks(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
-                           const SampleParams*, const int32_t*, bool, bool, int32_t*, float*,
-                           void*);
+                           const SampleParams*, const int32_t*, bool, int32_t*, float*, void*);
   friend struct SamplerAccess;          // kernels/sampling.cu's shared pick
   friend struct SamplerWorkspaceProbe;  // tests/gpu/sampling_gpu_test.cc reads the sums back
   int64_t rows_ = 0;
@@ -55,7 +54,8 @@ class SamplerWorkspace {
   size_t temp_bytes_ = 0;
   void* greedy_best_ = nullptr;  // GreedyRows' slices: [rows, kGreedySplits] candidates
   void* greedy_sums_ = nullptr;  // and exp-sums
-  double* id_totals_ = nullptr;  // [rows]: CutsOnIdTotal rows' id-order totals (NucleusRows)
+  // [rows, kGreedySplits]: NucleusRows' sums of its nucleus rows' terms, by slice of the row.
+  double* nucleus_parts_ = nullptr;
 };
 
 /// Slices a row at most for GreedyRows (one block each).
@@ -101,21 +101,21 @@ int IdOrderRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t
 
 /// The part of SampleRows, IdOrderRows and NucleusRows that needs no sort: the picks (and
 /// log-probabilities) of the rows that walk in id order, and of the greedy rows too with
-/// `greedy_too`; with `id_totals`, the id-order totals of the rows NucleusRows cuts against one
-/// (CutsOnIdTotal); other rows' out and logprobs are left alone.
+/// `greedy_too`; other rows' out and logprobs are left alone.
 int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                   const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
-                  bool greedy_too, bool id_totals, int32_t* out, float* logprobs, void* stream);
+                  bool greedy_too, int32_t* out, float* logprobs, void* stream);
 
 /// SampleRows for draws that are all greedy, walk in id order, keep at most kTopKMax candidates
-/// (top_k) or cut a nucleus without a top-k (CutsOnIdTotal), over a vocabulary of at least
-/// kTopKMax ids: the first kTopKMax candidates selected as TopKRows does, the walks and the
-/// id-order totals as IdOrderRows forms them. A nucleus cut from the selected candidates'
-/// running sums against the id-order total, within the slack of summing in another order
-/// (TopPCutWithin), is SampleRows' cut to the bit, and so is the draw: the same tokens and
-/// log-probabilities. A row whose nucleus runs past the selected, or whose cut lies within that
-/// slack, is not drawn here: out[r] is -1 (logprobs[r] 0), for the caller to draw with
-/// SampleRows.
+/// (top_k) or cut a nucleus without a top-k (TriesNucleusAmongSelected), over a vocabulary of at
+/// least kTopKMax ids: the first kTopKMax candidates selected as TopKRows does, the walks as
+/// IdOrderRows makes them. A nucleus row's candidates' probabilities are also summed over the
+/// whole row in a parallel order: the sorted total lies within the slack of another summing
+/// order of it (SumOrderSlack), and a cut that every total in that interval makes at the same
+/// one of the selected candidates (TopPCutWithin) is SampleRows' cut to the bit, and so is the
+/// draw: the same tokens and log-probabilities. A row whose nucleus runs past the selected, or
+/// whose cut lies within that slack, is not drawn here: out[r] is -1 (logprobs[r] 0), for the
+/// caller to draw with SortedRows.
 int NucleusRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                 const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                 int32_t* out, float* logprobs, void* stream);

@@ -150,10 +150,11 @@ TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
 }
 
 // Nucleus draws without a top-k cut among the selected candidates (kernels::NucleusRows) where
-// they end there (T 0.05: no draw drawn again); draws that run past them (T 4) drawn again
-// sorted by the draws' Collect: one of three at step 3, under a mask, alone; two of three at
-// step 5, after which the steps sort at once (step 6's is not drawn again). Every step's tokens
-// and log-probabilities are the CPU sampler's.
+// they end there (T 0.05: no draw drawn again); draws that run past them (T 4 over the tiny
+// model's 512 ids, or a mask's ~256, at top-p 0.99 and 0.9) drawn again sorted by the draws'
+// Collect: one of three at step 3, under a mask, alone; two of three at step 5, after which the
+// steps sort at once (step 6's is not drawn again). Every step's tokens and log-probabilities are
+// the CPU sampler's.
 TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto two = MakeTwo(ThreeRows());
@@ -173,7 +174,7 @@ TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
     const float t2 = step == 3 || step == 5 || step == 6 ? 4.0f : 0.05f;
     const std::vector<kernels::SampleParams> params = {{t0, 0.99f, 0.0f, -1, 9, 0, at, 1},
                                                        {0.0f, 1.0f, 0.0f, -1, 9, 1, at, 0},
-                                                       {t2, 0.5f, 0.0f, -1, 9, 2, at, 1}};
+                                                       {t2, 0.9f, 0.0f, -1, 9, 2, at, 1}};
     std::vector<float> logits(3 * V), logprobs(3, 1.0f);
     std::vector<int32_t> next(3, -1);
     ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());

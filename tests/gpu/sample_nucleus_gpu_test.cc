@@ -1,9 +1,10 @@
 // NucleusRows (kernels/sampling.h): nucleus draws without a top-k cut among the first kTopKMax
 // candidates, beside greedy, id-walk and top-k draws of the same step. Where the cut is decided
-// (TopPCutWithin against the id-order total, or a min-p floor among the selected) the token and
-// log-probability are the CPU sampler's and SampleRows'; the rows left undrawn (-1, log-probability
-// 0) are exactly those the host's own TopPCutWithin leaves undecided: nuclei past the selected,
-// and a top-p share landing on a prefix sum within the slack of another summing order.
+// (TopPCutWithin against a total in another order, or a min-p floor among the selected) the
+// token and log-probability are the CPU sampler's and SampleRows'; the rows left undrawn (-1,
+// log-probability 0) are exactly those the host's own TopPCutWithin leaves undecided: nuclei
+// past the selected, and a top-p share landing on a prefix sum within the slack of another
+// summing order.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -28,11 +29,13 @@ using testing::DeviceVector;
 
 // Whether NucleusRows draws this row (its masked logits) itself: every row but a nucleus without
 // a top-k does; such a row where a min-p floor ends its kept candidates among the first
-// kTopKMax, or where TopPCutWithin decides its cut from their running sums and the id walk's
-// total (both ChunkedPrefix, as the samplers sum them).
+// kTopKMax, or where TopPCutWithin decides its cut from their running sums (ChunkedPrefix, as the
+// samplers sum them) and the row's total in id order. NucleusRows sums that total in another
+// order; both lie far within the slack of each other, which only a share landing within ~1e-16
+// of the slack's edge could tell apart.
 bool DrawnAmongTheSelected(const std::vector<float>& row, const kernels::SampleParams& c) {
   const int32_t vocab = static_cast<int32_t>(row.size());
-  if (!CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab)) return true;
+  if (!TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) return true;
   const int32_t n = kernels::kTopKMax;
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
@@ -100,7 +103,7 @@ TEST(SampleNucleusGpuTest, CutsAmongTheSelectedExactlyWhereDecided) {
       }
       EXPECT_EQ(got.ids[r], sorted.ids[r]) << "row " << r << " T " << c.temperature;
       EXPECT_EQ(got.logprobs[r], sorted.logprobs[r]) << "row " << r;
-      decided += CutsOnIdTotal(c.temperature, c.top_k, c.top_p, vocab);
+      decided += TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab);
     }
     EXPECT_EQ(got.ids[tie], -1);
     EXPECT_GE(decided, 8);  // the T 0.3 and 0.2 rows at least

@@ -191,7 +191,7 @@ TEST(SamplingGpuTest, RunningSumsAreChunkedPrefixesToTheBit) {
     auto walk = [](kernels::SamplerWorkspace& w, const float* logits, int64_t rows, int32_t n,
                    const uint32_t* mask, const kernels::SampleParams* params,
                    const int32_t* rows_of, int32_t* out, float* logprobs, void* stream) {
-      return kernels::UnsortedPicks(w, logits, rows, n, mask, params, rows_of, false, false, out, logprobs,
+      return kernels::UnsortedPicks(w, logits, rows, n, mask, params, rows_of, false, out, logprobs,
                                     stream);
     };
     testing::DrawOnDevice(walk, ws, dl.get(), s);

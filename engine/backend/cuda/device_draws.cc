@@ -79,7 +79,7 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
       const bool selects = p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_;
       top_k = top_k && (this_greedy || selects);
       nucleus = nucleus && (this_greedy || this_walks || selects ||
-                            CutsOnIdTotal(p.temperature, p.top_k, p.top_p, vocab_));
+                            TriesNucleusAmongSelected(p.temperature, p.top_k, p.top_p, vocab_));
     }
     auto sample = greedy     ? kernels::GreedyRows
                   : id_order ? kernels::IdOrderRows

@@ -45,9 +45,10 @@ class DeviceDraws {
   /// After the queued step has finished (`stream` synchronised): its draws' ids into next[..]
   /// and, unless null, their log-probabilities into logprobs[..] (0 for draws that did not ask).
   /// The draws kernels::NucleusRows left undrawn (a nucleus past the selected candidates, or its
-  /// cut within the slack of the id-order total) are drawn here again, sorted, on `stream`,
-  /// before it returns: the same tokens as if the step had sorted at first. When they are most
-  /// of the step's, the next kNucleusBackoff steps that would try the nucleus sort at once.
+  /// cut within the slack of a total summed in another order) are drawn here again, sorted, on
+  /// `stream`, before it returns: the same tokens as if the step had sorted at first. When they
+  /// are most of the step's, the next kNucleusBackoff steps that would try the nucleus sort at
+  /// once.
   Status Collect(int32_t* next, float* logprobs, cudaStream_t stream);
   /// Draws Collect drew again sorted, and the steps they were in.
   int64_t redrawn_draws() const { return redrawn_draws_; }
