@@ -166,15 +166,17 @@ int main(int argc, char** argv) {
             !deepinfer::TriesNucleusAmongSelected(kp.temperature, kp.top_k, kp.top_p, vocab)) {
           continue;
         }
-        // The sort as the device forward's draws take it: SortedRows where no draw walks.
+        // The sort and the nucleus as the device forward's draws take them: without the walk's
+        // launches where no draw walks.
         const bool walks =
             !greedy && deepinfer::WalksIdOrder(kp.temperature, kp.top_k, kp.top_p, vocab);
-        const auto sample = p == "argmax"     ? deepinfer::kernels::GreedyRows
-                            : p == "id_order" ? deepinfer::kernels::IdOrderRows
-                            : p == "select"   ? deepinfer::kernels::TopKRows
-                            : p == "nucleus"  ? deepinfer::kernels::NucleusRows
-                            : walks           ? deepinfer::kernels::SampleRows
-                                              : deepinfer::kernels::SortedRows;
+        const auto sample = p == "argmax"             ? deepinfer::kernels::GreedyRows
+                            : p == "id_order"         ? deepinfer::kernels::IdOrderRows
+                            : p == "select"           ? deepinfer::kernels::TopKRows
+                            : p == "nucleus" && walks ? deepinfer::kernels::NucleusRows
+                            : p == "nucleus"          ? deepinfer::kernels::NucleusRowsWithoutWalks
+                            : walks                   ? deepinfer::kernels::SampleRows
+                                                      : deepinfer::kernels::SortedRows;
         auto call = [&] {
           Check(static_cast<cudaError_t>(sample(ws, d_logits, rows, vocab,
                                                 kind.mask ? d_mask : nullptr, d_params, nullptr,

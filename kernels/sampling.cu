@@ -4,6 +4,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/launch.cuh"
+#include "kernels/sample_nucleus.h"
 #include "kernels/sample_pick.h"
 #include "kernels/sample_rows.cuh"
 #include "kernels/sample_topk.h"
@@ -83,45 +84,12 @@ __global__ void __launch_bounds__(kRunWarps * 32)
   if (threadIdx.x % 32 == 0) run_sums[row * kMaxSumRuns + run] = sum;
 }
 
-constexpr int kNucleusThreads = 256;
-
-// Slices of at least 2,048 ids, at most 32 (a lane of the pick's warp each), NucleusTotalsKernel's.
-int NucleusSlices(int32_t vocab) { return std::min<int32_t>(32, (vocab + 2047) / 2048); }
-
-// Block (slice, row), for rows NucleusRows cuts among the selected: the sum of the row's terms
-// (IdOrderTerm: exp((logit - top) / T) in double, 0 below the min-p floor; top the first selected
-// candidate) over the slice, in a block reduction's order. Any order will do: the sorted total is
-// only bounded by this one (SumOrderSlack), so it need not be the walks' chunked order.
-__global__ void __launch_bounds__(kNucleusThreads)
-    NucleusTotalsKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
-                        const int32_t* rows_of, const SampleParams* params,
-                        const float* sorted_keys, double* parts) {
-  AwaitProducers();
-  __shared__ double partial[kNucleusThreads / 32];
-  const int64_t row = blockIdx.y;
-  const SampleParams c = params[row];
-  if (!TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) return;
-  const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
-  const double top = sorted_keys[row * vocab], inv_t = 1.0 / c.temperature;
-  const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
-  const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
-  double sum = 0;
-  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kNucleusThreads)
-    sum += IdOrderTerm(x[i], top, inv_t, c.min_p);
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int w = 1; w < kNucleusThreads / 32; ++w) sum += partial[w];
-  parts[row * 32 + blockIdx.x] = sum;
-}
-
 // One warp a row: PickCandidate (sample_pick.h) on the running sums base[run] + within[i], where
 // base is the sum of the whole runs before (added in order from zero by lane 0, as
 // ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
 // so they find the same indices. Of a row's candidates the first n_max at most are at hand: where
 // the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's total in
-// another order (the `slices` parts of NucleusTotalsKernel, NucleusRows), and a row it leaves
+// another order (the `slices` parts of SumNucleusParts, NucleusRows), and a row it leaves
 // undecided gets -1.
 __global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
@@ -157,7 +125,7 @@ __global__ void __launch_bounds__(32)
     int32_t cut = -1;
     if (nucleus_parts && TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) {
       // The slices' parts joined by a butterfly: every lane forms the same sums (a + b == b + a).
-      double total = lane < slices ? nucleus_parts[row * 32 + lane] : 0.0;
+      double total = lane < slices ? nucleus_parts[row * kNucleusPartsMax + lane] : 0.0;
       for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
       double lo_share, hi_share;
       TopPShareBounds(total, SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
@@ -272,7 +240,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&logprob_parts_, rows * kLogprobSlices * sizeof(double));
   take(&greedy_best_, rows * kGreedySplits * 8);
   take(&greedy_sums_, rows * kGreedySplits * 16);
-  take(&nucleus_parts_, rows * 32 * sizeof(double));
+  take(&nucleus_parts_, rows * kNucleusPartsMax * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
   // The sort's keys go through probs_ and prefix_ (8 bytes an element), free until after it.
   e = cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, reinterpret_cast<uint64_t*>(probs_),
@@ -317,12 +285,12 @@ struct SamplerAccess {
   }
 
   // TopKRows and NucleusRows: each row's first kTopKMax candidates selected, then the pick among
-  // them; with `nucleus`, between the two, the id walk's rows drawn (after the select is done
-  // with prefix_, which their sums take) and the nucleus rows' totals summed.
+  // them; between the two, with `walks` the id walk's rows drawn (after the select is done with
+  // prefix_, which their sums take), with `nucleus` the nucleus rows' totals summed.
   static int SelectAndPick(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                            const uint32_t* bitmask, const SampleParams* params,
-                           const int32_t* rows_of, bool nucleus, int32_t* out, float* logprobs,
-                           void* stream) {
+                           const int32_t* rows_of, bool nucleus, bool walks, int32_t* out,
+                           float* logprobs, void* stream) {
     if (rows > ws.rows_ || vocab != ws.vocab_ || vocab < kTopKMax) {
       return static_cast<int>(cudaErrorInvalidValue);
     }
@@ -333,15 +301,16 @@ struct SamplerAccess {
         logits, rows, vocab, bitmask, rows_of, reinterpret_cast<uint64_t*>(ws.probs_),
         reinterpret_cast<uint64_t*>(ws.prefix_), ws.sorted_keys_, ws.sorted_ids_, s);
     if (e != 0) return e;
-    const int slices = NucleusSlices(vocab);
-    if (nucleus) {
+    if (walks) {
       e = UnsortedPicks(ws, logits, rows, vocab, bitmask, params, rows_of, false, out, logprobs, s);
       if (e != 0) return e;
-      LaunchKernel(NucleusTotalsKernel,
-                   dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
-                   kNucleusThreads, 0, s, logits, vocab, bitmask, rows_of, params, ws.sorted_keys_,
-                   ws.nucleus_parts_);
     }
+    if (nucleus) {
+      e = SumNucleusParts(logits, rows, vocab, bitmask, rows_of, params, ws.sorted_keys_,
+                          ws.nucleus_parts_, s);
+      if (e != 0) return e;
+    }
+    const int slices = NucleusParts(vocab);
     return PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax,
                       nucleus ? ws.nucleus_parts_ : nullptr, slices, out, logprobs, s);
   }
@@ -386,15 +355,22 @@ int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
 int TopKRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
              const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
              int32_t* out, float* logprobs, void* stream) {
-  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, false, out,
-                                      logprobs, stream);
+  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, false,
+                                      false, out, logprobs, stream);
 }
 
 int NucleusRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                 const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                 int32_t* out, float* logprobs, void* stream) {
-  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, true, out,
-                                      logprobs, stream);
+  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, true, true,
+                                      out, logprobs, stream);
+}
+
+int NucleusRowsWithoutWalks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                            const uint32_t* bitmask, const SampleParams* params,
+                            const int32_t* rows_of, int32_t* out, float* logprobs, void* stream) {
+  return SamplerAccess::SelectAndPick(ws, logits, rows, vocab, bitmask, params, rows_of, true,
+                                      false, out, logprobs, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -34,6 +34,9 @@ class SamplerWorkspace {
                       const SampleParams*, const int32_t*, int32_t*, float*, void*);
   friend int NucleusRows(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                          const SampleParams*, const int32_t*, int32_t*, float*, void*);
+  friend int NucleusRowsWithoutWalks(SamplerWorkspace&, const float*, int64_t, int32_t,
+                                     const uint32_t*, const SampleParams*, const int32_t*, int32_t*,
+                                     float*, void*);
   friend int UnsortedPicks(SamplerWorkspace&, const float*, int64_t, int32_t, const uint32_t*,
                            const SampleParams*, const int32_t*, bool, int32_t*, float*, void*);
   friend struct SamplerAccess;          // kernels/sampling.cu's shared pick
@@ -54,7 +57,7 @@ class SamplerWorkspace {
   size_t temp_bytes_ = 0;
   void* greedy_best_ = nullptr;  // GreedyRows' slices: [rows, kGreedySplits] candidates
   void* greedy_sums_ = nullptr;  // and exp-sums
-  // [rows, kGreedySplits]: NucleusRows' sums of its nucleus rows' terms, by slice of the row.
+  // [rows, kNucleusPartsMax]: NucleusRows' sums of its nucleus rows' terms, by slice of the row.
   double* nucleus_parts_ = nullptr;
 };
 
@@ -119,6 +122,12 @@ int UnsortedPicks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32
 int NucleusRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                 const uint32_t* bitmask, const SampleParams* params, const int32_t* rows_of,
                 int32_t* out, float* logprobs, void* stream);
+
+/// NucleusRows for steps none of whose draws walk in id order (WalksIdOrder): the same tokens
+/// and log-probabilities without the walk's three launches. A draw that walks is left unwritten.
+int NucleusRowsWithoutWalks(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
+                            const uint32_t* bitmask, const SampleParams* params,
+                            const int32_t* rows_of, int32_t* out, float* logprobs, void* stream);
 
 /// SampleRows for draws that are all greedy or keep at most kTopKMax candidates (1 <= top_k <=
 /// kTopKMax and top_k < vocab: a top-k of the whole vocabulary walks in id order, which this

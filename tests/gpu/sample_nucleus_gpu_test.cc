@@ -1,5 +1,6 @@
 // NucleusRows (kernels/sampling.h): nucleus draws without a top-k cut among the first kTopKMax
-// candidates, beside greedy, id-walk and top-k draws of the same step. Where the cut is decided
+// candidates, beside greedy, id-walk and top-k draws of the same step (NucleusRowsWithoutWalks:
+// the same for every draw but the walks). Where the cut is decided
 // (TopPCutWithin against a total in another order, or a min-p floor among the selected) the
 // token and log-probability are the CPU sampler's and SampleRows'; the rows left undrawn (-1,
 // log-probability 0) are exactly those the host's own TopPCutWithin leaves undecided: nuclei
@@ -90,10 +91,18 @@ TEST(SampleNucleusGpuTest, CutsAmongTheSelectedExactlyWhereDecided) {
     DeviceVector<float> dl(s.logits);
     const testing::Drawn got = testing::DrawOnDevice(kernels::NucleusRows, ws, dl.get(), s);
     const testing::Drawn sorted = testing::DrawOnDevice(kernels::SampleRows, ws, dl.get(), s);
+    // Without the walk's launches: the same ids and log-probabilities for every draw that does
+    // not walk (a step of those alone takes it).
+    const testing::Drawn no_walks =
+        testing::DrawOnDevice(kernels::NucleusRowsWithoutWalks, ws, dl.get(), s);
     testing::ExpectCpuPicks(s, sorted.ids, sorted.logprobs);
     int decided = 0, undrawn = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const kernels::SampleParams& c = s.params[r];
+      if (!WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) {
+        EXPECT_EQ(no_walks.ids[r], got.ids[r]) << "row " << r;
+        EXPECT_EQ(no_walks.logprobs[r], got.logprobs[r]) << "row " << r;
+      }
       const bool drawn = DrawnAmongTheSelected(testing::CpuRow(s, r), c);
       if (!drawn) {
         EXPECT_EQ(got.ids[r], -1) << "row " << r;

@@ -238,10 +238,11 @@ TEST(LogitProcessorsTest, LogprobsAreNormalisedAndRanked) {
               1e-5);
 }
 
-// The nucleus cut from the first 128 sorted candidates and a total summed in id order (the GPU's
-// cheap total) is the sorted sampler's cut whenever it is decided, and it is decided wherever the
-// nucleus ends among those 128: V4's vocabulary, flat and peaked rows, several top-p. The two
-// totals themselves stay within SumOrderSlack of each other.
+// The nucleus cut from the first 128 sorted candidates and a total summed in another order (here
+// id order; the GPU's NucleusRows sums it by a block reduction) is the sorted sampler's cut
+// whenever it is decided, and it is decided wherever the nucleus ends among those 128: V4's
+// vocabulary, flat and peaked rows, several top-p. The two totals themselves stay within
+// SumOrderSlack of each other.
 TEST(SamplerTest, TopPCutFromAnIdOrderTotalIsTheSortedCut) {
   constexpr int32_t kVocab = 129280, kKnown = 128;
   std::mt19937 rng(11);

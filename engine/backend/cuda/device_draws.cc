@@ -67,7 +67,7 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
     // selected (Collect sorts the rows that run past them): none sorts each row
     // (docs/gpu-sampler.md). Others sort, and skip the walk's launches when no draw walks.
     bool greedy = true, id_order = true, top_k = V >= kernels::kTopKMax, walks = false;
-    bool nucleus = top_k;
+    bool nucleus = top_k, cuts = false;  // cuts: some draw's nucleus is tried among the selected
     for (const SampleParams& p : params) {
       queued_logprobs_ = queued_logprobs_ || (want_logprobs && p.logprob != 0);
       const bool this_greedy = IsGreedy(p.temperature, p.top_k);
@@ -78,20 +78,26 @@ Status DeviceDraws::Queue(const float* logits, std::span<const uint8_t> drawn,
       // A top-k of the whole vocabulary (possible at 128 ids) cuts nothing: that row walks.
       const bool selects = p.top_k >= 1 && p.top_k <= kernels::kTopKMax && p.top_k < vocab_;
       top_k = top_k && (this_greedy || selects);
-      nucleus = nucleus && (this_greedy || this_walks || selects ||
-                            TriesNucleusAmongSelected(p.temperature, p.top_k, p.top_p, vocab_));
+      const bool this_cuts = TriesNucleusAmongSelected(p.temperature, p.top_k, p.top_p, vocab_);
+      nucleus = nucleus && (this_greedy || this_walks || selects || this_cuts);
+      cuts = cuts || this_cuts;
     }
-    auto sample = greedy     ? kernels::GreedyRows
-                  : id_order ? kernels::IdOrderRows
-                  : top_k    ? kernels::TopKRows
-                  : nucleus  ? kernels::NucleusRows
-                  : walks    ? kernels::SampleRows
-                             : kernels::SortedRows;
-    queued_nucleus_ = sample == kernels::NucleusRows && nucleus_backoff_ == 0;
-    if (sample == kernels::NucleusRows && !queued_nucleus_) {
+    // The select serves a step mixing walks and top-k draws too. After a step most of whose
+    // draws ran past the selected candidates, the next kNucleusBackoff steps with a nucleus to
+    // try sort at once.
+    bool select_step = nucleus && !greedy && !id_order && !top_k;
+    if (select_step && cuts && nucleus_backoff_ > 0) {
       --nucleus_backoff_;
-      sample = walks ? kernels::SampleRows : kernels::SortedRows;
+      select_step = false;
     }
+    queued_nucleus_ = select_step && cuts;  // only then can a draw come back undrawn
+    const auto sample = greedy     ? kernels::GreedyRows
+                        : id_order ? kernels::IdOrderRows
+                        : top_k    ? kernels::TopKRows
+                        : select_step
+                            ? (walks ? kernels::NucleusRows : kernels::NucleusRowsWithoutWalks)
+                        : walks ? kernels::SampleRows
+                                : kernels::SortedRows;
     queued_logits_ = logits;
     queued_masked_ = masks != nullptr;
     DI_RETURN_IF_ERROR(KernelStatus(
