@@ -89,12 +89,12 @@ __global__ void __launch_bounds__(kRunWarps * 32)
 // ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
 // so they find the same indices. Of a row's candidates the first n_max at most are at hand: where
 // the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's total in
-// another order (the kRowSlices parts of SumNucleusParts, NucleusRows), and a row it leaves
+// another order (the `slices` parts of SumNucleusParts, NucleusRows), and a row it leaves
 // undecided gets -1.
 __global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
                const double* within, const double* run_sums, const double* nucleus_parts,
-               int32_t vocab, int32_t n_max, const SampleParams* params, int32_t* out,
+               int slices, int32_t vocab, int32_t n_max, const SampleParams* params, int32_t* out,
                float* picked_keys) {
   AwaitProducers();
   __shared__ double base[kMaxSumRuns + 1];
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(32)
     int32_t cut = -1;
     if (nucleus_parts && TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) {
       // The slices' parts joined by a butterfly: every lane forms the same sums (a + b == b + a).
-      double total = nucleus_parts[row * kRowSlices + lane];
+      double total = lane < slices ? nucleus_parts[row * kNucleusPartsMax + lane] : 0.0;
       for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
       double lo_share, hi_share;
       TopPShareBounds(total, SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
@@ -157,21 +157,19 @@ __global__ void __launch_bounds__(32)
 }
 
 constexpr int kLogprobThreads = 256;
-constexpr int kLogprobSlices = kRowSlices;  // SumNucleusParts forms them too, in this order
+constexpr int kLogprobSlices = 32;
 
 // Block (slice, row): the slice's sum of exp(logit - max) in double over the row's masked logits
 // (masked tokens add nothing; max: the first sorted candidate), in a block reduction's order.
-// With nucleus_done, the nucleus rows' sums are SumNucleusParts' already.
 __global__ void __launch_bounds__(kLogprobThreads)
     LogprobSliceKernel(const float* logits, int32_t vocab, const uint32_t* bitmask,
                        const int32_t* rows_of, const float* sorted_keys, const SampleParams* params,
-                       bool nucleus_done, double* parts) {
+                       double* parts) {
   AwaitProducers();
   __shared__ double partial[kLogprobThreads / 32];
   const int64_t row = blockIdx.y;
   const SampleParams& c = params[row];
   if (!c.logprob || WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;
-  if (nucleus_done && TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) return;
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const float mx = sorted_keys[row * vocab];
   const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
@@ -242,7 +240,7 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
   take(&logprob_parts_, rows * kLogprobSlices * sizeof(double));
   take(&greedy_best_, rows * kGreedySplits * 8);
   take(&greedy_sums_, rows * kGreedySplits * 16);
-  take(&nucleus_parts_, rows * kRowSlices * sizeof(double));
+  take(&nucleus_parts_, rows * kNucleusPartsMax * sizeof(double));
   if (e != cudaSuccess) return static_cast<int>(e);
   // The sort's keys go through probs_ and prefix_ (8 bytes an element), free until after it.
   e = cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes_, reinterpret_cast<uint64_t*>(probs_),
@@ -258,12 +256,12 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 
 // The pick from each row's sorted candidates (sorted_keys_, sorted_ids_; at most n_max a row
 // read): run sums, the draw, and the log-probabilities where asked. nucleus_parts: NucleusRows'
-// totals by slice (kRowSlices a row, their log-probabilities' sums made too; else null).
+// totals by slice (`slices` a row; else null).
 struct SamplerAccess {
   static int PickSorted(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                         const uint32_t* bitmask, const int32_t* rows_of, const SampleParams* params,
-                        int32_t n_max, const double* nucleus_parts, int32_t* out, float* logprobs,
-                        cudaStream_t s) {
+                        int32_t n_max, const double* nucleus_parts, int slices, int32_t* out,
+                        float* logprobs, cudaStream_t s) {
     const int32_t run_blocks = ((n_max + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
     // Launched early beside the unpacking, the run sums' blocks are packed onto a few SMs; up to
     // 8 rows they take longer so than the drain costs (bench/RESULTS.md, "Grids launched early
@@ -273,12 +271,12 @@ struct SamplerAccess {
                             kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, n_max, params, ws.probs_,
                             ws.prefix_, ws.run_sums_);
     LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
-                 ws.probs_, ws.prefix_, ws.run_sums_, nucleus_parts, vocab, n_max, params, out,
-                 ws.picked_keys_);
+                 ws.probs_, ws.prefix_, ws.run_sums_, nucleus_parts, slices, vocab, n_max, params,
+                 out, ws.picked_keys_);
     if (logprobs) {
       LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
                    kLogprobThreads, 0, s, logits, vocab, bitmask, rows_of, ws.sorted_keys_, params,
-                   nucleus_parts != nullptr, ws.logprob_parts_);
+                   ws.logprob_parts_);
       LaunchKernel(LogprobJoinKernel, static_cast<unsigned>((rows + 127) / 128), 128, 0, s,
                    ws.sorted_keys_, vocab, params, ws.logprob_parts_, ws.picked_keys_, out,
                    logprobs, rows);
@@ -309,11 +307,12 @@ struct SamplerAccess {
     }
     if (nucleus) {
       e = SumNucleusParts(logits, rows, vocab, bitmask, rows_of, params, ws.sorted_keys_,
-                          ws.nucleus_parts_, logprobs ? ws.logprob_parts_ : nullptr, s);
+                          ws.nucleus_parts_, s);
       if (e != 0) return e;
     }
+    const int slices = NucleusParts(vocab);
     return PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax,
-                      nucleus ? ws.nucleus_parts_ : nullptr, out, logprobs, s);
+                      nucleus ? ws.nucleus_parts_ : nullptr, slices, out, logprobs, s);
   }
 };
 
@@ -335,7 +334,7 @@ int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
   return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab,
-                                   nullptr, out, logprobs, s);
+                                   nullptr, 0, out, logprobs, s);
 }
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,

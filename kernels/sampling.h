@@ -57,7 +57,7 @@ class SamplerWorkspace {
   size_t temp_bytes_ = 0;
   void* greedy_best_ = nullptr;  // GreedyRows' slices: [rows, kGreedySplits] candidates
   void* greedy_sums_ = nullptr;  // and exp-sums
-  // [rows, kRowSlices]: NucleusRows' sums of its nucleus rows' terms, by slice of the row.
+  // [rows, kNucleusPartsMax]: NucleusRows' sums of its nucleus rows' terms, by slice of the row.
   double* nucleus_parts_ = nullptr;
 };
 
