@@ -346,6 +346,8 @@ void EngineWorker::Loop() {
             }
           });
       stats_.stepper_sampled_tokens.fetch_add(draws.TakeAccepted());
+      stats_.stepper_redrawn_draws.store(static_cast<uint64_t>(model_.stepper_redrawn_draws()),
+                                         std::memory_order_relaxed);
     }
     for (size_t i = running.size(); i-- > 0;) {
       if (item_of[i] == SIZE_MAX) continue;

@@ -65,6 +65,8 @@ struct EngineStats {
   std::atomic<uint64_t> idle_gaps{0};
   // Tokens the slot stepper drew (the device forward on the GPU; device_sampling), not the host.
   std::atomic<uint64_t> stepper_sampled_tokens{0};
+  // Of those, draws the stepper made twice (the GPU's nucleus among the selected missed).
+  std::atomic<uint64_t> stepper_redrawn_draws{0};
 
   void RecordIdleGap(uint64_t ns) {
     idle_gap_ns_total.fetch_add(ns, std::memory_order_relaxed);

@@ -127,6 +127,7 @@ std::string Server::StatusJson() const {
   j += ", \"slots_parked\": " + std::to_string(e.slots_parked.load());
   j += ", \"slots_shared\": " + std::to_string(e.slots_shared.load());
   j += ", \"stepper_sampled_tokens\": " + std::to_string(e.stepper_sampled_tokens.load());
+  j += ", \"stepper_redrawn_draws\": " + std::to_string(e.stepper_redrawn_draws.load());
   const uint64_t fwd = e.forward_steps.load(), gaps = e.idle_gaps.load();
   j += ", \"overlap\": " + std::string(config_.overlap ? "true" : "false");
   j += ", \"step_forward_us_avg\": " +

@@ -60,6 +60,8 @@ class Model {
   /// On the slot path, the stepper's slots and those no sequence leases now (else 0 and 0).
   int slots_total() const { return stepper_ ? stepper_->slots() : 0; }
   int slots_free() const { return slot_pool_ ? slot_pool_->free_slots() : 0; }
+  /// On the slot path, the draws the stepper made twice (SlotStepper::redrawn_draws; else 0).
+  int64_t stepper_redrawn_draws() const { return stepper_ ? stepper_->redrawn_draws() : 0; }
 
   /// A fresh sequence with empty caches (on the slot path: with a slot, or with none when all are
   /// leased, which its first step reports).

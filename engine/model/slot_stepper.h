@@ -64,6 +64,10 @@ class SlotStepper {
     (void)logprobs, (void)logit_rows, (void)logits;
     return Unimplemented("this slot stepper cannot sample");
   }
+  /// Draws StepMixed made twice: a first try that could not decide them (the GPU sampler's
+  /// nucleus among the selected candidates, kernels/sampling.h NucleusRows), then a sort. The
+  /// tokens are the same; this counts what the first try costs where it misses.
+  virtual int64_t redrawn_draws() const { return 0; }
   /// StepMixed with draws only (empty sample_rows: every row).
   Status StepSample(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                     std::span<const int32_t> sample_rows, std::span<const SampleParams> params,

@@ -72,6 +72,8 @@ TEST_F(DaemonTest, TheSlotPathGivesTheLayersForwardsOutputs) {
   EXPECT_NE(statuses[0].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[0];
   EXPECT_EQ(statuses[1].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[1];
   EXPECT_NE(statuses[2].find("\"stepper_sampled_tokens\":0,"), std::string::npos) << statuses[2];
+  // The CPU reference stepper's draws are decided at once: none is made twice.
+  EXPECT_NE(statuses[1].find("\"stepper_redrawn_draws\":0,"), std::string::npos) << statuses[1];
   EXPECT_NE(statuses[0].find("\"forward\":\"layers\""), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[0].find("\"slots_total\":0,"), std::string::npos) << statuses[0];
   EXPECT_NE(statuses[1].find("\"forward\":\"slots\""), std::string::npos) << statuses[1];

@@ -74,9 +74,6 @@ class DeviceForward : public SlotStepper {
   // rows' ids only.
   /// Device memory held: weights, caches, activations.
   virtual size_t device_bytes() const = 0;
-  /// Draws the device sampler's nucleus among the selected candidates left undrawn, drawn again
-  /// sorted after their step (DeviceDraws::Collect): the cost of the nucleus path's misses.
-  virtual int64_t redrawn_draws() const = 0;
 };
 
 }  // namespace deepinfer
