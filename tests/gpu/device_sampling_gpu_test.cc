@@ -71,6 +71,35 @@ int32_t CpuPick(const float* row, int32_t V, const uint32_t* mask, const SampleP
   return token;
 }
 
+// One step of slots 0-2, every row drawn with `params` under `mask` (three rows of `words`): each
+// draw is the CPU sampler's pick from the logits forward's logits of the same step, with its
+// log-probability where asked (0 where not). The picks become `toks`, the next step's input.
+void ExpectThreeCpuDraws(TwoForwards& two, std::vector<int32_t>& toks,
+                         const std::vector<kernels::SampleParams>& params,
+                         const std::vector<uint32_t>& mask, int step) {
+  const int32_t V = two.V;
+  const int64_t words = two.words;
+  const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
+  std::vector<float> logits(3 * V), logprobs(3, 1.0f);
+  std::vector<int32_t> next(3, -1);
+  ASSERT_TRUE(two.logits->Step(slots, toks, logits.data()).ok());
+  ASSERT_TRUE(two.draws
+                  ->StepMixed(slots, toks, rows, params, mask.data(), next.data(), logprobs.data(),
+                              {}, nullptr)
+                  .ok());
+  for (int r = 0; r < 3; ++r) {
+    float want_logprob = 0;
+    EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
+        << "step " << step << " row " << r;
+    if (params[r].logprob) {
+      EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
+    } else {
+      EXPECT_EQ(logprobs[r], 0.0f);
+    }
+  }
+  toks = next;
+}
+
 // Every row drawn, under greedy, nucleus and top-k sampling, one row under a fresh random mask.
 TEST(DeviceForwardTest, SamplesWhatTheCpuSamplerPicks) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
@@ -115,37 +144,19 @@ TEST(DeviceForwardTest, DrawsWithoutACutWalkTheIds) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto two = MakeTwo(ThreeRows());
   ASSERT_NE(two, nullptr);
-  const int32_t V = two->V;
   const int64_t words = two->words;
   std::mt19937 rng(std::random_device{}());
-  const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
   std::vector<int32_t> toks = {3, 5, 7};
   for (int step = 0; step < 12; ++step) {
     std::vector<uint32_t> mask(3 * words, ~0u);
     for (int64_t w = 0; w < words; ++w) mask[words + w] = static_cast<uint32_t>(rng());
     mask[words] |= 1u;
-    std::vector<kernels::SampleParams> params(3);
-    params[0] = {1.0f, 1.0f, 0.0f, -1, 9, 0, static_cast<uint64_t>(step), 1};
-    params[1] = {0.7f, 1.0f, 0.1f, -1, 9, 1, static_cast<uint64_t>(step), 0};
-    params[2] = {0.0f, 1.0f, 0.0f, -1, 9, 2, static_cast<uint64_t>(step), 1};
-    std::vector<float> logits(3 * V), logprobs(3, 1.0f);
-    std::vector<int32_t> next(3, -1);
-    ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());
-    ASSERT_TRUE(two->draws
-                    ->StepMixed(slots, toks, rows, params, mask.data(), next.data(),
-                                logprobs.data(), {}, nullptr)
-                    .ok());
-    for (int r = 0; r < 3; ++r) {
-      float want_logprob = 0;
-      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
-          << "step " << step << " row " << r;
-      if (params[r].logprob) {
-        EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
-      } else {
-        EXPECT_EQ(logprobs[r], 0.0f);
-      }
-    }
-    toks = next;
+    const auto at = static_cast<uint64_t>(step);
+    const std::vector<kernels::SampleParams> params = {{1.0f, 1.0f, 0.0f, -1, 9, 0, at, 1},
+                                                       {0.7f, 1.0f, 0.1f, -1, 9, 1, at, 0},
+                                                       {0.0f, 1.0f, 0.0f, -1, 9, 2, at, 1}};
+    ExpectThreeCpuDraws(*two, toks, params, mask, step);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -163,7 +174,6 @@ TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
   const int64_t words = two->words;
   ASSERT_GE(V, kernels::kTopKMax);  // else the draws sort every step
   std::mt19937 rng(std::random_device{}());
-  const std::vector<int32_t> slots = {0, 1, 2}, rows = {0, 1, 2};
   std::vector<int32_t> toks = {3, 5, 7};
   for (int step = 0; step < 8; ++step) {
     std::vector<uint32_t> mask(3 * words, ~0u);
@@ -175,25 +185,9 @@ TEST(DeviceForwardTest, NucleusDrawsCutAmongTheSelectedOrSortAgain) {
     const std::vector<kernels::SampleParams> params = {{t0, 0.99f, 0.0f, -1, 9, 0, at, 1},
                                                        {0.0f, 1.0f, 0.0f, -1, 9, 1, at, 0},
                                                        {t2, 0.9f, 0.0f, -1, 9, 2, at, 1}};
-    std::vector<float> logits(3 * V), logprobs(3, 1.0f);
-    std::vector<int32_t> next(3, -1);
-    ASSERT_TRUE(two->logits->Step(slots, toks, logits.data()).ok());
-    ASSERT_TRUE(two->draws
-                    ->StepMixed(slots, toks, rows, params, mask.data(), next.data(),
-                                logprobs.data(), {}, nullptr)
-                    .ok());
-    for (int r = 0; r < 3; ++r) {
-      float want_logprob = 0;
-      EXPECT_EQ(next[r], CpuPick(&logits[r * V], V, &mask[r * words], params[r], &want_logprob))
-          << "step " << step << " row " << r;
-      if (params[r].logprob) {
-        EXPECT_NEAR(logprobs[r], want_logprob, 1e-5 * std::max(1.0f, std::fabs(want_logprob)));
-      } else {
-        EXPECT_EQ(logprobs[r], 0.0f);
-      }
-    }
+    ExpectThreeCpuDraws(*two, toks, params, mask, step);
+    if (::testing::Test::HasFatalFailure()) return;
     EXPECT_EQ(two->draws->redrawn_draws(), step < 3 ? 0 : step < 5 ? 1 : 3) << "step " << step;
-    toks = next;
   }
 }
 
