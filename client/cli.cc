@@ -22,9 +22,13 @@ constexpr const char* kUsage = R"(usage: deepinfer [--socket PATH] COMMAND [opti
 
 commands:
   generate (--prompt TEXT | --messages FILE.json | --prompt-ids 1,2,3) [--max-tokens N]
-           [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop S]... [--stop-id ID]...
-           [--format text|ids|jsonl] [--response-format JSON] [--logprobs]
+           [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S]...
+           [--stop-id ID]... [--repetition-penalty R] [--frequency-penalty F]
+           [--presence-penalty P] [--logit-bias ID:BIAS]... [--format text|ids|jsonl]
+           [--response-format JSON] [--logprobs]
       Streams the generated tokens as they arrive. Ctrl-C cancels the request.
+      The penalties and --logit-bias (a token id and the bias added to its logit, -100 to 100)
+      are applied before the draw, as OpenAI's fields of those names.
       --logprobs asks for each token's log-probability (jsonl prints it as "logprob").
       --response-format constrains the output: {"type": "json_object"}, {"type": "json_schema",
       "json_schema": {"schema": {...}}}, {"type": "regex", "regex": "..."}, {"type": "grammar",
@@ -147,6 +151,31 @@ Result<ipc::GenerateRequest> BuildRequest(const Args& a, uint64_t id) {
   if (a.opts.count("--top-k")) {
     DI_ASSIGN_OR_RETURN(long long k, Int("--top-k", a.Get("--top-k")));
     r.top_k = static_cast<int32_t>(k);
+  }
+  if (a.opts.count("--min-p")) {
+    DI_ASSIGN_OR_RETURN(r.min_p, Double("--min-p", a.Get("--min-p")));
+  }
+  if (a.opts.count("--repetition-penalty")) {
+    DI_ASSIGN_OR_RETURN(r.repetition_penalty,
+                        Double("--repetition-penalty", a.Get("--repetition-penalty")));
+  }
+  if (a.opts.count("--frequency-penalty")) {
+    DI_ASSIGN_OR_RETURN(r.frequency_penalty,
+                        Double("--frequency-penalty", a.Get("--frequency-penalty")));
+  }
+  if (a.opts.count("--presence-penalty")) {
+    DI_ASSIGN_OR_RETURN(r.presence_penalty,
+                        Double("--presence-penalty", a.Get("--presence-penalty")));
+  }
+  for (auto [it, end] = a.opts.equal_range("--logit-bias"); it != end; ++it) {
+    const size_t colon = it->second.find(':');
+    if (colon == std::string::npos) {
+      return InvalidArgument("--logit-bias: expected ID:BIAS, got '" + it->second + "'");
+    }
+    DI_ASSIGN_OR_RETURN(long long id, Int("--logit-bias", it->second.substr(0, colon)));
+    if (id < 0 || id > INT32_MAX) return InvalidArgument("--logit-bias: no token id " + it->second);
+    DI_ASSIGN_OR_RETURN(double bias, Double("--logit-bias", it->second.substr(colon + 1)));
+    r.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
   }
   if (a.opts.count("--seed")) {
     DI_ASSIGN_OR_RETURN(long long s, Int("--seed", a.Get("--seed")));

@@ -193,6 +193,12 @@ void Session::HandleGenerate(ipc::GenerateRequest req) {
   p.sampling.top_p = static_cast<float>(req.top_p);
   p.sampling.top_k = req.top_k;
   p.sampling.min_p = static_cast<float>(req.min_p);
+  p.sampling.repetition_penalty = static_cast<float>(req.repetition_penalty);
+  p.sampling.frequency_penalty = static_cast<float>(req.frequency_penalty);
+  p.sampling.presence_penalty = static_cast<float>(req.presence_penalty);
+  for (const auto& [id, bias] : req.logit_bias) {
+    p.sampling.logit_bias.emplace_back(id, static_cast<float>(bias));
+  }
   // A client seed makes the request reproducible across runs and batches; without one each
   // request gets its own stream.
   p.sampling.seed = req.seed.value_or(job->id);

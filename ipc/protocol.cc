@@ -2,6 +2,8 @@
 // protocol_json.cc; the typed member reads in protocol_fields.*.
 #include "ipc/protocol.h"
 
+#include <charconv>
+
 #include "engine/common/json_writer.h"
 #include "ipc/protocol_fields.h"
 
@@ -90,6 +92,44 @@ Status ParseStops(const Fields& f, const RequestLimits& lim, GenerateRequest* r)
   return Status::Ok();
 }
 
+// The logit processors: penalties, and logit_bias as an object of decimal token ids (OpenAI's
+// form) to biases.
+Status ParseProcessors(const Fields& f, const RequestLimits& lim, GenerateRequest* r) {
+  DI_RETURN_IF_ERROR(f.Number("repetition_penalty", 0, 2, true, &r->repetition_penalty));
+  DI_RETURN_IF_ERROR(f.Number("frequency_penalty", -2, 2, false, &r->frequency_penalty));
+  DI_RETURN_IF_ERROR(f.Number("presence_penalty", -2, 2, false, &r->presence_penalty));
+  std::optional<Fields> bias;
+  DI_RETURN_IF_ERROR(f.Object("logit_bias", &bias));
+  if (!bias) return Status::Ok();
+  if (bias->obj().size() > lim.max_logit_bias) {
+    return InvalidArgument("logit_bias: at most " + std::to_string(lim.max_logit_bias) +
+                           " entries, got " + std::to_string(bias->obj().size()));
+  }
+  const int64_t hi = lim.vocab_size > 0 ? lim.vocab_size - 1 : kInt32Max;
+  for (auto [key, value] : bias->obj()) {
+    const std::string path = bias->Path(key);
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || key.size() > 10 || key[0] == '-' || key[0] == '+' || ec != std::errc() ||
+        end != key.data() + key.size()) {
+      return InvalidArgument(path + ": key must be a token id (a decimal integer string)");
+    }
+    if (id > hi) {
+      return InvalidArgument(path + ": token id must be in [0, " + std::to_string(hi) + "]");
+    }
+    for (const auto& [seen, unused] : r->logit_bias) {
+      if (seen == id) return InvalidArgument(path + ": token id given twice");
+    }
+    double v;
+    if (value.get_double().get(v) != simdjson::SUCCESS) return Expected(path, "a number", value);
+    if (!(v >= -100 && v <= 100)) {
+      return InvalidArgument(path + ": must be in [-100, 100], got " + Num(v));
+    }
+    r->logit_bias.emplace_back(static_cast<int32_t>(id), v);
+  }
+  return Status::Ok();
+}
+
 Result<GenerateRequest> ParseGenerate(const Fields& f, const RequestLimits& lim) {
   GenerateRequest r;
   DI_RETURN_IF_ERROR(f.RequiredInt<uint64_t>("id", 0, kUint64Max, &r.id));
@@ -102,6 +142,7 @@ Result<GenerateRequest> ParseGenerate(const Fields& f, const RequestLimits& lim)
   DI_RETURN_IF_ERROR(f.Int<int32_t>("top_k", -1, kInt32Max, &top_k));
   if (top_k) r.top_k = *top_k == 0 ? -1 : *top_k;
   DI_RETURN_IF_ERROR(f.Number("min_p", 0, 1, false, &r.min_p));
+  DI_RETURN_IF_ERROR(ParseProcessors(f, lim, &r));
   DI_RETURN_IF_ERROR(f.Int<uint64_t>("seed", 0, kUint64Max, &r.seed));
   DI_RETURN_IF_ERROR(ParseStops(f, lim, &r));
   DI_RETURN_IF_ERROR(f.Raw("response_format", element_type::OBJECT, lim.max_response_format_bytes,

@@ -48,6 +48,7 @@ struct RequestLimits {
   size_t max_stop_ids = 256;                             // "stop_ids" entries
   size_t max_response_format_bytes = size_t{256} << 10;  // minified JSON bytes
   size_t max_client_name_bytes = 256;                    // hello "client"
+  size_t max_logit_bias = 1024;                          // "logit_bias" entries
   int64_t max_tokens = 0;                                // > 0: "max_tokens" may not exceed it
   int32_t vocab_size = 0;  // > 0: token ids must be in [0, vocab_size)
 };
@@ -75,6 +76,12 @@ struct GenerateRequest {
   double top_p = 1.0;                 // (0, 1]
   int32_t top_k = -1;                 // -1 = off, or >= 1 (a request's 0 is read as -1)
   double min_p = 0.0;                 // [0, 1]; 0 = off
+  // Logit processors, applied before the draw (engine/sampling/sampler.h ApplyLogitProcessors;
+  // a request with any draws on the host sampler).
+  double repetition_penalty = 1.0;                     // (0, 2]; 1 = off
+  double frequency_penalty = 0.0;                      // [-2, 2]
+  double presence_penalty = 0.0;                       // [-2, 2]
+  std::vector<std::pair<int32_t, double>> logit_bias;  // (token id, [-100, 100]), ids distinct
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;     // non-empty strings
   std::vector<int32_t> stop_ids;     // token ids that end generation

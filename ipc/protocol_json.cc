@@ -33,6 +33,20 @@ class Obj {
     s_.append(buf, r.ptr);
     return *this;
   }
+  // {"id": v, ...}: token ids as the object's keys (OpenAI's logit_bias).
+  Obj& IdMap(std::string_view key, const std::vector<std::pair<int32_t, double>>& v) {
+    Key(key);
+    s_ += '{';
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) s_ += ',';
+      s_ += '"' + std::to_string(v[i].first) + "\":";
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof(buf), v[i].second);
+      s_.append(buf, r.ptr);
+    }
+    s_ += '}';
+    return *this;
+  }
   Obj& Bool(std::string_view key, bool v) {
     Key(key);
     s_ += v ? "true" : "false";
@@ -110,6 +124,10 @@ std::string ToJson(const GenerateRequest& m) {
   if (m.max_tokens) o.Int("max_tokens", *m.max_tokens);
   o.Dbl("temperature", m.temperature).Dbl("top_p", m.top_p).Int("top_k", m.top_k);
   o.Dbl("min_p", m.min_p);
+  if (m.repetition_penalty != 1.0) o.Dbl("repetition_penalty", m.repetition_penalty);
+  if (m.frequency_penalty != 0.0) o.Dbl("frequency_penalty", m.frequency_penalty);
+  if (m.presence_penalty != 0.0) o.Dbl("presence_penalty", m.presence_penalty);
+  if (!m.logit_bias.empty()) o.IdMap("logit_bias", m.logit_bias);
   if (m.seed) o.Int("seed", *m.seed);
   if (!m.stop.empty()) o.StrArray("stop", m.stop);
   if (!m.stop_ids.empty()) o.IntArray("stop_ids", m.stop_ids);

@@ -28,6 +28,11 @@ SEEDS = {
                           '{"type":"json_schema","json_schema":{"schema":{"type":"object"}}}}'],
     "generate_ids": [b'{"op":"generate","id":18446744073709551615,"prompt_ids":[0,1,2,999],'
                      b'"temperature":0}'],
+    "generate_processors": [b'{"op":"generate","id":9,"prompt_ids":[5],"repetition_penalty":1.2,'
+                            b'"frequency_penalty":-0.5,"presence_penalty":2,'
+                            b'"logit_bias":{"0":100,"999":-100,"17":0.5}}',
+                            b'{"op":"generate","id":10,"prompt":"x","logit_bias":{"5":1,"5":2}}',
+                            b'{"op":"generate","id":11,"prompt":"x","logit_bias":{"-1":1,"x":1}}'],
     "generate_bad": [b'{"op":"generate","id":1,"prompt":"x","max_tokens":0}',
                      b'{"op":"generate","id":2,"prompt":"x","prompt_ids":[1]}',
                      b'{"op":"generate","id":3,"prompt_ids":[1000,-1]}'],

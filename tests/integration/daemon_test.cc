@@ -1,7 +1,7 @@
 // deepinferd end to end, protocol and lifecycle: concurrent clients get the reference token, a
 // client killed mid-stream, broken frames, a version mismatch, a slow reader, SIGTERM with
 // requests in flight, Ctrl-C and ring cancellation, seeded sampling, log-probabilities when asked
-// (through the CLI too), socket activation.
+// (through the CLI too), logit processors, socket activation.
 #include <cstdlib>
 #include <cstring>
 
@@ -257,6 +257,48 @@ TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("unsupported: top_logprobs"), std::string::npos)
       << refused.status().message();
+}
+
+// A request's logit processors reach the sampler: a +100 bias makes its token every greedy pick,
+// a -100 bias on the greedy first token moves it, the CLI's --logit-bias does what the field does;
+// a penalty out of range is refused, naming the field.
+TEST_F(DaemonTest, LogitProcessorsReachTheSampler) {
+  Daemon d(dir_ / "model", socket_);
+  auto c = client::Client::Connect(socket_);
+  ASSERT_TRUE(c.ok());
+  auto r = Request(1, {4, 9, 2}, 6);
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  const std::vector<int32_t> plain = DrainOne(**c).tokens;
+  ASSERT_EQ(plain.size(), 6u);
+  r.id = 2;
+  r.logit_bias = {{300, 100.0}};
+  r.repetition_penalty = 1.2;  // processors together, as the host sampler applies them
+  r.frequency_penalty = 0.5;
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  EXPECT_EQ(DrainOne(**c).tokens, std::vector<int32_t>(6, 300));
+  r = Request(3, {4, 9, 2}, 6);
+  r.logit_bias = {{plain[0], -100.0}};
+  ASSERT_TRUE((*c)->Generate(r).ok());
+  const std::vector<int32_t> moved = DrainOne(**c).tokens;
+  ASSERT_FALSE(moved.empty());
+  EXPECT_NE(moved[0], plain[0]);
+  r = Request(4, {4, 9, 2}, 6);
+  r.presence_penalty = 3.0;
+  const auto refused = (*c)->Generate(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("presence_penalty: must be in [-2, 2], got 3"),
+            std::string::npos)
+      << refused.status().message();
+  FILE* p = popen((kBin + "/deepinfer --socket " + socket_ +
+                   " generate --prompt-ids 4,9,2 --max-tokens 3 --temperature 0 --format ids"
+                   " --logit-bias 300:100")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  ASSERT_NE(fgets(buf, sizeof(buf), p), nullptr);
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_EQ(std::string(buf), "300,300,300\n");
 }
 
 // --device cuda without a GPU: the daemon refuses to start and says why (never a silent CPU run).

@@ -188,6 +188,42 @@ TEST(ParseRequestTest, SamplingRanges) {
   EXPECT_EQ(Err(R"({"op":"generate","prompt":"x"})"), "id: required");
 }
 
+// The logit processors: penalties in OpenAI's ranges, logit_bias as an object of decimal token
+// ids (below the vocabulary, each once, at most max_logit_bias) to biases in [-100, 100].
+TEST(ParseRequestTest, LogitProcessors) {
+  const GenerateRequest g = Gen(G(R"("repetition_penalty":1.3,"frequency_penalty":-0.5,)"
+                                  R"("presence_penalty":2,"logit_bias":{"17":-100,"0":2.5})"));
+  EXPECT_EQ(g.repetition_penalty, 1.3);
+  EXPECT_EQ(g.frequency_penalty, -0.5);
+  EXPECT_EQ(g.presence_penalty, 2.0);
+  EXPECT_EQ(g.logit_bias, (std::vector<std::pair<int32_t, double>>{{17, -100.0}, {0, 2.5}}));
+  const GenerateRequest plain = Gen(G(""));
+  EXPECT_EQ(plain.repetition_penalty, 1.0);
+  EXPECT_EQ(plain.frequency_penalty, 0.0);
+  EXPECT_EQ(plain.presence_penalty, 0.0);
+  EXPECT_TRUE(plain.logit_bias.empty());
+  EXPECT_EQ(Err(G(R"("repetition_penalty":0)")), "repetition_penalty: must be in (0, 2], got 0");
+  EXPECT_EQ(Err(G(R"("frequency_penalty":2.5)")), "frequency_penalty: must be in [-2, 2], got 2.5");
+  EXPECT_EQ(Err(G(R"("presence_penalty":-3)")), "presence_penalty: must be in [-2, 2], got -3");
+  EXPECT_EQ(Err(G(R"("logit_bias":[1])")), "logit_bias: expected an object, got an array");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"abc":1})")),
+            "logit_bias.abc: key must be a token id (a decimal integer string)");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"-1":1})")),
+            "logit_bias.-1: key must be a token id (a decimal integer string)");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"+1":1})")),
+            "logit_bias.+1: key must be a token id (a decimal integer string)");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"12345678901":1})")),
+            "logit_bias.12345678901: key must be a token id (a decimal integer string)");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"1000":1})")), "logit_bias.1000: token id must be in [0, 999]");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"5":1,"5":2})")), "logit_bias.5: token id given twice");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"5":101})")), "logit_bias.5: must be in [-100, 100], got 101");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"5":"1"})")), "logit_bias.5: expected a number, got a string");
+  RequestLimits two = Limits();
+  two.max_logit_bias = 2;
+  EXPECT_EQ(Err(G(R"("logit_bias":{"1":1,"2":1,"3":1})"), ErrorCode::kInvalidArgument, two),
+            "logit_bias: at most 2 entries, got 3");
+}
+
 TEST(ParseRequestTest, StopLimits) {
   std::string sixteen, seventeen;
   for (int i = 0; i < 16; ++i)
@@ -230,6 +266,10 @@ TEST(ParseRequestTest, RequestsRoundTrip) {
   g.response_format_json = R"({"type":"json_schema","schema":{"type":"object"}})";
   g.logprobs = true;
   g.top_logprobs = 3;
+  g.repetition_penalty = 1.1;
+  g.frequency_penalty = -0.25;
+  g.presence_penalty = 0.5;
+  g.logit_bias = {{999, -100.0}, {3, 0.1 + 0.2}};
   GenerateRequest m;
   m.id = 1;
   m.prompt_kind = PromptKind::kMessages;
