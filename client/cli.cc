@@ -46,6 +46,7 @@ commands:
       --own-ids N: each request's prompt is the --prompt-ids tokens, then N ids of its own
       (1 .. 500), so requests share exactly the --prompt-ids prefix (a system prompt).
       Prints tokens/s and TTFT, inter-token and request latency percentiles (one JSON line).
+An option the command does not read is an error (exit 2).
 The socket defaults to $DEEPINFER_SOCKET or /run/deepinfer/deepinfer.sock.
 )";
 
@@ -208,6 +209,46 @@ const char* FinishName(uint16_t r) {
   }
 }
 
+// The options each command reads: any other is refused, so a misspelt one (--temprature) cannot
+// quietly leave its setting at the default.
+Status KnownOptions(const Args& a) {
+  static const std::vector<std::string> kSampling = {"--prompt",
+                                                     "--messages",
+                                                     "--prompt-ids",
+                                                     "--max-tokens",
+                                                     "--temperature",
+                                                     "--top-p",
+                                                     "--top-k",
+                                                     "--min-p",
+                                                     "--seed",
+                                                     "--stop",
+                                                     "--stop-id",
+                                                     "--response-format",
+                                                     "--logprobs",
+                                                     "--repetition-penalty",
+                                                     "--frequency-penalty",
+                                                     "--presence-penalty",
+                                                     "--logit-bias"};
+  std::vector<std::string> known;
+  if (a.command == "generate") {
+    known = kSampling;
+    known.push_back("--format");
+  } else if (a.command == "bench") {
+    known = kSampling;
+    known.insert(known.end(), {"--clients", "--requests", "--rate", "--turns", "--own-ids"});
+  } else if (a.command == "status") {
+    known = {"--json"};
+  } else if (a.command != "health" && a.command != "cancel") {
+    return Status::Ok();  // RunCommand names the unknown command
+  }
+  for (const auto& [flag, value] : a.opts) {
+    if (std::find(known.begin(), known.end(), flag) == known.end()) {
+      return InvalidArgument(a.command + " has no option " + flag + " (deepinfer help)");
+    }
+  }
+  return Status::Ok();
+}
+
 // Flags without values (--logprobs, --turns) cannot take one: a stray word is an error.
 Status NoPositional(const Args& a) {
   if (a.positional.empty()) return Status::Ok();
@@ -289,16 +330,8 @@ Status Bench(const Args& a) {
   return Status::Ok();
 }
 
-int Main(int argc, char** argv) {
-  auto args = Parse(argc, argv);
-  if (!args.ok() || args->command == "help") {
-    std::fputs(kUsage, args.ok() ? stdout : stderr);
-    return args.ok() ? 0 : 2;
-  }
-  const Args& a = *args;
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_interrupted = true; };
-  sigaction(SIGINT, &sa, nullptr);
+// The command itself, its options known.
+Status RunCommand(const Args& a) {
   Status st;
   if (a.command == "generate") {
     st = Generate(a);
@@ -339,6 +372,21 @@ int Main(int argc, char** argv) {
   } else {
     st = InvalidArgument("unknown command '" + a.command + "'");
   }
+  return st;
+}
+
+int Main(int argc, char** argv) {
+  auto args = Parse(argc, argv);
+  if (!args.ok() || args->command == "help") {
+    std::fputs(kUsage, args.ok() ? stdout : stderr);
+    return args.ok() ? 0 : 2;
+  }
+  const Args& a = *args;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  Status st = KnownOptions(a);
+  if (st.ok()) st = RunCommand(a);
   if (!st.ok()) {
     std::fprintf(stderr, "deepinfer %s: %s\n", a.command.c_str(), st.ToString().c_str());
     return st.code() == ErrorCode::kInvalidArgument ? 2 : 1;

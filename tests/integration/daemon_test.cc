@@ -261,7 +261,7 @@ TEST_F(DaemonTest, LogprobsAreReportedWhenAskedFor) {
 
 // A request's logit processors reach the sampler: a +100 bias makes its token every greedy pick,
 // a -100 bias on the greedy first token moves it, the CLI's --logit-bias does what the field does;
-// a penalty out of range is refused, naming the field.
+// a penalty out of range is refused, naming the field, and a misspelt CLI option too.
 TEST_F(DaemonTest, LogitProcessorsReachTheSampler) {
   Daemon d(dir_ / "model", socket_);
   auto c = client::Client::Connect(socket_);
@@ -299,6 +299,11 @@ TEST_F(DaemonTest, LogitProcessorsReachTheSampler) {
   ASSERT_NE(fgets(buf, sizeof(buf), p), nullptr);
   EXPECT_EQ(pclose(p), 0);
   EXPECT_EQ(std::string(buf), "300,300,300\n");
+  // A misspelt option is refused (exit 2), not dropped with its setting left at the default.
+  EXPECT_EQ(std::system((kBin + "/deepinfer --socket " + socket_ +
+                         " generate --prompt-ids 4 --presence-penalt 1 >/dev/null 2>&1")
+                            .c_str()),
+            2 << 8);
 }
 
 // --device cuda without a GPU: the daemon refuses to start and says why (never a silent CPU run).
