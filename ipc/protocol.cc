@@ -2,6 +2,7 @@
 // protocol_json.cc; the typed member reads in protocol_fields.*.
 #include "ipc/protocol.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "engine/common/json_writer.h"
@@ -117,15 +118,21 @@ Status ParseProcessors(const Fields& f, const RequestLimits& lim, GenerateReques
     if (id > hi) {
       return InvalidArgument(path + ": token id must be in [0, " + std::to_string(hi) + "]");
     }
-    for (const auto& [seen, unused] : r->logit_bias) {
-      if (seen == id) return InvalidArgument(path + ": token id given twice");
-    }
     double v;
     if (value.get_double().get(v) != simdjson::SUCCESS) return Expected(path, "a number", value);
     if (!(v >= -100 && v <= 100)) {
       return InvalidArgument(path + ": must be in [-100, 100], got " + Num(v));
     }
     r->logit_bias.emplace_back(static_cast<int32_t>(id), v);
+  }
+  // Each id once ("5" and "05" are one token): sorted, a repeat sits beside its first.
+  std::vector<int32_t> ids;
+  ids.reserve(r->logit_bias.size());
+  for (const auto& [id, unused] : r->logit_bias) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  const auto twice = std::adjacent_find(ids.begin(), ids.end());
+  if (twice != ids.end()) {
+    return InvalidArgument(bias->Path(std::to_string(*twice)) + ": token id given twice");
   }
   return Status::Ok();
 }

@@ -216,6 +216,7 @@ TEST(ParseRequestTest, LogitProcessors) {
             "logit_bias.12345678901: key must be a token id (a decimal integer string)");
   EXPECT_EQ(Err(G(R"("logit_bias":{"1000":1})")), "logit_bias.1000: token id must be in [0, 999]");
   EXPECT_EQ(Err(G(R"("logit_bias":{"5":1,"5":2})")), "logit_bias.5: token id given twice");
+  EXPECT_EQ(Err(G(R"("logit_bias":{"5":1,"7":1,"005":2})")), "logit_bias.5: token id given twice");
   EXPECT_EQ(Err(G(R"("logit_bias":{"5":101})")), "logit_bias.5: must be in [-100, 100], got 101");
   EXPECT_EQ(Err(G(R"("logit_bias":{"5":"1"})")), "logit_bias.5: expected a number, got a string");
   RequestLimits two = Limits();
