@@ -146,7 +146,6 @@ Status DeviceDraws::Collect(int32_t* next, float* logprobs, cudaStream_t stream)
     if (next[k] < 0) undrawn_.push_back(k);
   }
   if (undrawn_.empty()) return Status::Ok();
-  ++redrawn_steps_;
   redrawn_draws_ += static_cast<int64_t>(undrawn_.size());
   if (2 * static_cast<int64_t>(undrawn_.size()) > queued_draws_) {
     nucleus_backoff_ = kNucleusBackoff;

@@ -50,9 +50,8 @@ class DeviceDraws {
   /// are most of the step's, the next kNucleusBackoff steps that would try the nucleus sort at
   /// once.
   Status Collect(int32_t* next, float* logprobs, cudaStream_t stream);
-  /// Draws Collect drew again sorted, and the steps they were in.
+  /// Draws Collect drew again sorted.
   int64_t redrawn_draws() const { return redrawn_draws_; }
-  int64_t redrawn_steps() const { return redrawn_steps_; }
 
  private:
   int64_t rows_ = 0;
@@ -69,7 +68,7 @@ class DeviceDraws {
   bool queued_nucleus_ = false;  // queued with NucleusRows: some ids may be -1
   bool queued_masked_ = false;
   const float* queued_logits_ = nullptr;
-  int64_t redrawn_draws_ = 0, redrawn_steps_ = 0;
+  int64_t redrawn_draws_ = 0;
   int nucleus_backoff_ = 0;  // steps left that sort instead of trying NucleusRows
   // The draws to draw again and their logits rows: room for rows_ made once (no allocation on
   // the step's path).
