@@ -3,9 +3,9 @@
 #include "ipc/protocol.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "engine/common/json_writer.h"
+#include "engine/common/token_id_key.h"
 #include "ipc/protocol_fields.h"
 
 namespace deepinfer::ipc {
@@ -109,13 +109,9 @@ Status ParseProcessors(const Fields& f, const RequestLimits& lim, GenerateReques
   const int64_t hi = lim.vocab_size > 0 ? lim.vocab_size - 1 : kInt32Max;
   for (auto [key, value] : bias->obj()) {
     const std::string path = bias->Path(key);
-    int64_t id = -1;
-    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
-    if (key.empty() || key.size() > 10 || key[0] == '-' || key[0] == '+' || ec != std::errc() ||
-        end != key.data() + key.size()) {
-      return InvalidArgument(path + ": key must be a token id (a decimal integer string)");
-    }
-    if (id > hi) {
+    const std::optional<int64_t> id = TokenIdKey(key);
+    if (!id) return InvalidArgument(path + ": key must be a token id (a decimal integer string)");
+    if (*id > hi) {
       return InvalidArgument(path + ": token id must be in [0, " + std::to_string(hi) + "]");
     }
     double v;
@@ -123,7 +119,7 @@ Status ParseProcessors(const Fields& f, const RequestLimits& lim, GenerateReques
     if (!(v >= -100 && v <= 100)) {
       return InvalidArgument(path + ": must be in [-100, 100], got " + Num(v));
     }
-    r->logit_bias.emplace_back(static_cast<int32_t>(id), v);
+    r->logit_bias.emplace_back(static_cast<int32_t>(*id), v);
   }
   // Each id once ("5" and "05" are one token): sorted, a repeat sits beside its first.
   std::vector<int32_t> ids;

@@ -3,13 +3,13 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "engine/common/token_id_key.h"
 #include "engine/tokenizer/openai.h"
 #include "engine/tokenizer/openai_internal.h"
 
@@ -83,17 +83,13 @@ Status ParseTokenLists(const Fields& top, const ParseLimits& limits, SamplingPar
     }
     for (auto [key, value] : bias->obj()) {
       std::string path = bias->Path(key);
-      int64_t id = -1;
-      auto r = std::from_chars(key.data(), key.data() + key.size(), id);
-      if (key.empty() || key.size() > 10 || key[0] == '-' || r.ec != std::errc() ||
-          r.ptr != key.data() + key.size()) {
-        return InvalidArgument(path + ": key must be a token id (a decimal integer string)");
-      }
-      DI_RETURN_IF_ERROR(CheckTokenId(path, id, limits));
+      const std::optional<int64_t> id = TokenIdKey(key);
+      if (!id) return InvalidArgument(path + ": key must be a token id (a decimal integer string)");
+      DI_RETURN_IF_ERROR(CheckTokenId(path, *id, limits));
       double v;
       if (value.get_double().get(v) != simdjson::SUCCESS) return Expected(path, "a number", value);
       DI_RETURN_IF_ERROR(InRange(path, v, -100, 100));
-      sp->logit_bias[static_cast<int>(id)] = static_cast<float>(v);
+      sp->logit_bias[static_cast<int>(*id)] = static_cast<float>(v);
     }
   }
   std::optional<array> ids;
