@@ -28,9 +28,7 @@ class Obj {
   }
   Obj& Dbl(std::string_view key, double v) {
     Key(key);
-    char buf[32];
-    auto r = std::to_chars(buf, buf + sizeof(buf), v);
-    s_.append(buf, r.ptr);
+    AppendDouble(v);
     return *this;
   }
   // {"id": v, ...}: token ids as the object's keys (OpenAI's logit_bias).
@@ -40,9 +38,7 @@ class Obj {
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) s_ += ',';
       s_ += '"' + std::to_string(v[i].first) + "\":";
-      char buf[32];
-      auto r = std::to_chars(buf, buf + sizeof(buf), v[i].second);
-      s_.append(buf, r.ptr);
+      AppendDouble(v[i].second);
     }
     s_ += '}';
     return *this;
@@ -93,6 +89,12 @@ class Obj {
   }
 
  private:
+  // The shortest text that reads back as v.
+  void AppendDouble(double v) {
+    char buf[32];
+    auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    s_.append(buf, r.ptr);
+  }
   void Key(std::string_view key) {
     s_ += ',';
     AppendJsonString(&s_, key);
