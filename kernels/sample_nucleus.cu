@@ -27,17 +27,9 @@ __global__ void __launch_bounds__(kThreads)
   if (!TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) return;
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const double top = sorted_keys[row * vocab], inv_t = 1.0 / c.temperature;
-  const int32_t slice = (vocab + gridDim.x - 1) / gridDim.x;
-  const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
-  double sum = 0;
-  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kThreads)
-    sum += IdOrderTerm(x[i], top, inv_t, c.min_p);
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int w = 1; w < kThreads / 32; ++w) sum += partial[w];
-  parts[row * kNucleusPartsMax + blockIdx.x] = sum;
+  const double sum = BlockSliceSum<kThreads>(
+      vocab, [&](int32_t i) { return IdOrderTerm(x[i], top, inv_t, c.min_p); }, partial);
+  if (threadIdx.x == 0) parts[row * kNucleusPartsMax + blockIdx.x] = sum;
 }
 
 }  // namespace

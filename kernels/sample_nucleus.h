@@ -4,7 +4,6 @@
 // pointers; `stream` is a cudaStream_t as void*; returns the CUDA error code (0 on success).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kernels/sample_pick.h"
@@ -14,8 +13,9 @@ namespace deepinfer::kernels {
 /// Parts a row's total is summed in (slices of at least 2,048 ids, at most 32: one a lane of the
 /// pick's warp); parts[row * kNucleusPartsMax ..] holds them.
 constexpr int kNucleusPartsMax = 32;
-inline int NucleusParts(int32_t vocab) {
-  return static_cast<int>(std::min<int64_t>(kNucleusPartsMax, (vocab + 2047) / 2048));
+DI_HOST_DEVICE inline int NucleusParts(int32_t vocab) {
+  const int64_t parts = (int64_t{vocab} + 2047) / 2048;
+  return parts < kNucleusPartsMax ? static_cast<int>(parts) : kNucleusPartsMax;
 }
 
 /// For each row r whose draw TriesNucleusAmongSelected (logits row rows_of[r], or r when null;

@@ -62,6 +62,26 @@ __device__ double WarpRunSum(int32_t begin, int32_t end, Term term, Keep keep, d
   return sum;
 }
 
+/// Block (slice blockIdx.x of gridDim.x, ids [0, n) cut into slices of ceil(n / gridDim.x)): the
+/// slice's sum of term(i), each of kThreads threads adding every kThreads-th id from its own in
+/// order, each warp's sums joined by shuffles down, then the warps' in order from zero on thread
+/// 0, whose return value is the block's (the others' are partial). `partial`: kThreads / 32
+/// shared doubles.
+template <int kThreads, typename Term>
+__device__ double BlockSliceSum(int32_t n, Term term, double* partial) {
+  const int32_t slice = static_cast<int32_t>((n + gridDim.x - 1) / gridDim.x);
+  const int32_t end = min(n, static_cast<int32_t>(blockIdx.x + 1) * slice);
+  double sum = 0;
+  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kThreads) sum += term(i);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return sum;
+  sum = 0;
+  for (int w = 0; w < kThreads / 32; ++w) sum += partial[w];
+  return sum;
+}
+
 /// base[r] for r in [0, runs]: the sum of runs 0 .. r-1 (run_sums), added in order from zero by
 /// lane 0 as ChunkedPrefix does, eight runs' sums read ahead of their adds; base holds
 /// kMaxSumRuns + 1 (shared memory). A whole warp calls.

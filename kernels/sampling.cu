@@ -1,6 +1,5 @@
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/launch.cuh"
@@ -89,12 +88,12 @@ __global__ void __launch_bounds__(kRunWarps * 32)
 // ChunkedPrefix does); the searches are 32-way instead of binary, over the same monotone values,
 // so they find the same indices. Of a row's candidates the first n_max at most are at hand: where
 // the kept ones run on past them, the top-p cut is TopPCutWithin's against the row's total in
-// another order (the `slices` parts of SumNucleusParts, NucleusRows), and a row it leaves
-// undecided gets -1.
+// another order (the parts of SumNucleusParts, NucleusRows), and a row it leaves undecided gets
+// -1.
 __global__ void __launch_bounds__(32)
     PickKernel(const int32_t* sorted_ids, const float* sorted_keys, const double* probs,
                const double* within, const double* run_sums, const double* nucleus_parts,
-               int slices, int32_t vocab, int32_t n_max, const SampleParams* params, int32_t* out,
+               int32_t vocab, int32_t n_max, const SampleParams* params, int32_t* out,
                float* picked_keys) {
   AwaitProducers();
   __shared__ double base[kMaxSumRuns + 1];
@@ -125,7 +124,8 @@ __global__ void __launch_bounds__(32)
     int32_t cut = -1;
     if (nucleus_parts && TriesNucleusAmongSelected(c.temperature, c.top_k, c.top_p, vocab)) {
       // The slices' parts joined by a butterfly: every lane forms the same sums (a + b == b + a).
-      double total = lane < slices ? nucleus_parts[row * kNucleusPartsMax + lane] : 0.0;
+      double total =
+          lane < NucleusParts(vocab) ? nucleus_parts[row * kNucleusPartsMax + lane] : 0.0;
       for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
       double lo_share, hi_share;
       TopPShareBounds(total, SumOrderSlack(vocab), c.top_p, &lo_share, &hi_share);
@@ -172,19 +172,10 @@ __global__ void __launch_bounds__(kLogprobThreads)
   if (!c.logprob || WalksIdOrder(c.temperature, c.top_k, c.top_p, vocab)) return;
   const MaskedRow x = MaskedRow::Of(logits, vocab, bitmask, rows_of, row);
   const float mx = sorted_keys[row * vocab];
-  const int32_t slice = (vocab + kLogprobSlices - 1) / kLogprobSlices;
-  const int32_t end = min(vocab, static_cast<int32_t>(blockIdx.x + 1) * slice);
-  double sum = 0;
   // Masked ids (-inf) add exp(-inf) = +0, which changes no sum.
-  for (int32_t i = blockIdx.x * slice + threadIdx.x; i < end; i += kLogprobThreads)
-    sum += exp(static_cast<double>(x[i]) - mx);
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  sum = 0;
-  for (int w = 0; w < kLogprobThreads / 32; ++w) sum += partial[w];
-  parts[row * kLogprobSlices + blockIdx.x] = sum;
+  const double sum = BlockSliceSum<kLogprobThreads>(
+      vocab, [&](int32_t i) { return exp(static_cast<double>(x[i]) - mx); }, partial);
+  if (threadIdx.x == 0) parts[row * kLogprobSlices + blockIdx.x] = sum;
 }
 
 // Row r: the picked token's log-probability, as ComputeLogprobs takes it: its logit less
@@ -256,12 +247,12 @@ int SamplerWorkspace::Reserve(int64_t rows, int32_t vocab) {
 
 // The pick from each row's sorted candidates (sorted_keys_, sorted_ids_; at most n_max a row
 // read): run sums, the draw, and the log-probabilities where asked. nucleus_parts: NucleusRows'
-// totals by slice (`slices` a row; else null).
+// totals by slice (SumNucleusParts; else null).
 struct SamplerAccess {
   static int PickSorted(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
                         const uint32_t* bitmask, const int32_t* rows_of, const SampleParams* params,
-                        int32_t n_max, const double* nucleus_parts, int slices, int32_t* out,
-                        float* logprobs, cudaStream_t s) {
+                        int32_t n_max, const double* nucleus_parts, int32_t* out, float* logprobs,
+                        cudaStream_t s) {
     const int32_t run_blocks = ((n_max + kSumChunk - 1) / kSumChunk + kRunWarps - 1) / kRunWarps;
     // Launched early beside the unpacking, the run sums' blocks are packed onto a few SMs; up to
     // 8 rows they take longer so than the drain costs (bench/RESULTS.md, "Grids launched early
@@ -271,8 +262,8 @@ struct SamplerAccess {
                             kRunWarps * 32, 0, s, ws.sorted_keys_, vocab, n_max, params, ws.probs_,
                             ws.prefix_, ws.run_sums_);
     LaunchKernel(PickKernel, static_cast<unsigned>(rows), 32, 0, s, ws.sorted_ids_, ws.sorted_keys_,
-                 ws.probs_, ws.prefix_, ws.run_sums_, nucleus_parts, slices, vocab, n_max, params,
-                 out, ws.picked_keys_);
+                 ws.probs_, ws.prefix_, ws.run_sums_, nucleus_parts, vocab, n_max, params, out,
+                 ws.picked_keys_);
     if (logprobs) {
       LaunchKernel(LogprobSliceKernel, dim3(kLogprobSlices, static_cast<unsigned>(rows)),
                    kLogprobThreads, 0, s, logits, vocab, bitmask, rows_of, ws.sorted_keys_, params,
@@ -310,9 +301,8 @@ struct SamplerAccess {
                           ws.nucleus_parts_, s);
       if (e != 0) return e;
     }
-    const int slices = NucleusParts(vocab);
     return PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, kTopKMax,
-                      nucleus ? ws.nucleus_parts_ : nullptr, slices, out, logprobs, s);
+                      nucleus ? ws.nucleus_parts_ : nullptr, out, logprobs, s);
   }
 };
 
@@ -334,7 +324,7 @@ int SortedRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t 
   if (e != cudaSuccess) return static_cast<int>(e);
   LaunchKernel(UnpackKernel, 1024, 256, 0, s, sorted_keys, total, ws.sorted_keys_);
   return SamplerAccess::PickSorted(ws, logits, rows, vocab, bitmask, rows_of, params, vocab,
-                                   nullptr, 0, out, logprobs, s);
+                                   nullptr, out, logprobs, s);
 }
 
 int SampleRows(SamplerWorkspace& ws, const float* logits, int64_t rows, int32_t vocab,
