@@ -5,6 +5,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/forward_glue.h"
 #include "kernels/launch.cuh"
+#include "kernels/rope_qdq.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -71,46 +72,88 @@ __device__ float RoundE2M1(float q) {
   return signbit(q) ? -E2M1Magnitude(best) : E2M1Magnitude(best);
 }
 
-// One warp per row of dim <= 128 values, in shared memory for the butterflies.
-// x and out_f32 may alias (in place): a row is read whole before any of it is written.
-__global__ void HadamardFp4Kernel(const float* x, int64_t rows, int dim,
-                                  const int32_t* __restrict__ dest, float* out_f32,
-                                  uint16_t* __restrict__ out_bf16) {
+// One warp per row of dim = 32 kPer values, lane l holding values kPer l .. kPer l + kPer - 1 in
+// registers: the butterflies of strides below kPer within a lane, the others between lanes l and
+// l ^ (stride / kPer) by shuffles. Each stage takes a + b and a - b of the same pairs the CPU's
+// stage takes, so every value is the CPU's. With rope.rope_dim > 0 the row is first rotated as
+// RopeKernel rotates a head (row r at positions[r / rope.heads]). x and out_f32 may alias (in
+// place): a lane reads its values before any is written.
+template <int kPer>
+__global__ void HadamardFp4Kernel(const float* x, int64_t rows, const int32_t* __restrict__ dest,
+                                  float* out_f32, uint16_t* __restrict__ out_bf16, RopeArgs rope) {
   AwaitProducers();
-  __shared__ float buf[kWarps][128];
+  constexpr int kDim = 32 * kPer;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (r >= rows) return;
   const int64_t to = dest != nullptr ? dest[r] : r;
   if (to < 0) return;
-  float* v = buf[warp];
-  for (int i = lane; i < dim; i += 32) v[i] = x[r * dim + i];
-  __syncwarp();
-  for (int len = 1; len < dim; len <<= 1) {  // the CPU's butterflies, stage by stage
-    for (int k = lane; k < dim / 2; k += 32) {
-      const int j = (k / len) * 2 * len + k % len;
-      const float a = v[j], b = v[j + len];
-      v[j] = a + b;
-      v[j + len] = a - b;
-    }
-    __syncwarp();
-  }
-  const float s = 1.0f / sqrtf(static_cast<float>(dim));
-  const float floor = 6.0f * 0x1p-126f;
-  // Block b of 32 values is lane l's value 32 b + l: a warp-wide max per block.
-  for (int b = 0; b < dim / 32; ++b) {
-    const float h = v[32 * b + lane] * s;
-    float amax = fabsf(h);
+  float v[kPer];
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const int e = Pow2ScaleExponent(amax, 6.0f, floor);
-    const float q0 = ldexpf(h, -e);
+  for (int k = 0; k < kPer; ++k) v[k] = x[r * kDim + kPer * lane + k];
+  if (rope.rope_dim > 0) {
+    const int first = kDim - rope.rope_dim;
+    const int64_t position = rope.positions[r / rope.heads];
+    if constexpr (kPer == 1) {  // a pair spans lanes 2m and 2m + 1
+      const float other = __shfl_xor_sync(0xffffffffu, v[0], 1);
+      if (lane >= first) {
+        float c, s;
+        RopeCosSin(position, (lane - first) / 2, rope, &c, &s);
+        float a = lane % 2 == 0 ? v[0] : other, b = lane % 2 == 0 ? other : v[0];
+        RotateBy(a, b, c, s);
+        v[0] = lane % 2 == 0 ? a : b;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPer; k += 2) {
+        const int i = kPer * lane + k;
+        if (i >= first) RotatePair(v[k], v[k + 1], position, (i - first) / 2, rope);
+      }
+    }
+  }
+#pragma unroll
+  for (int len = 1; len < kDim; len <<= 1) {  // the CPU's butterflies, stage by stage
+    if (len < kPer) {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if ((k & len) != 0) continue;
+        const float a = v[k], b = v[k + len];
+        v[k] = a + b;
+        v[k + len] = a - b;
+      }
+    } else {
+      const int mask = len / kPer;
+      const bool upper = (lane & mask) != 0;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const float other = __shfl_xor_sync(0xffffffffu, v[k], mask);
+        v[k] = upper ? other - v[k] : v[k] + other;
+      }
+    }
+  }
+  const float s = 1.0f / sqrtf(static_cast<float>(kDim));
+  const float floor = 6.0f * 0x1p-126f;
+  float h[kPer];
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    h[k] = v[k] * s;
+    amax = fmaxf(amax, fabsf(h[k]));
+  }
+  // A 32-value block is 32 / kPer neighbouring lanes.
+#pragma unroll
+  for (int off = 1; off < 32 / kPer; off <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const int e = Pow2ScaleExponent(amax, 6.0f, floor);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const float q0 = ldexpf(h[k], -e);
     const float q = q0 < -6.0f ? -6.0f : (6.0f < q0 ? 6.0f : q0);
     const float out = ldexpf(RoundE2M1(q), e);
-    if (out_f32 != nullptr) out_f32[to * dim + 32 * b + lane] = out;
-    if (out_bf16 != nullptr)
-      out_bf16[to * dim + 32 * b + lane] = __bfloat16_as_ushort(__float2bfloat16_rn(out));
+    const int64_t at = to * kDim + kPer * lane + k;
+    if (out_f32 != nullptr) out_f32[at] = out;
+    if (out_bf16 != nullptr) out_bf16[at] = __bfloat16_as_ushort(__float2bfloat16_rn(out));
   }
 }
 
@@ -148,12 +191,23 @@ int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream
 }
 
 int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, float* out_f32,
-                    uint16_t* out_bf16, void* stream) {
-  if (rows < 0 || dim < 32 || dim > 128 || (dim & (dim - 1)) != 0) return cudaErrorInvalidValue;
+                    uint16_t* out_bf16, void* stream, const RopeArgs* rope) {
+  if (rows < 0 || (dim != 32 && dim != 64 && dim != 128)) return cudaErrorInvalidValue;
+  if (rope != nullptr &&
+      (rope->heads < 1 || rope->head_dim != dim || rope->rope_dim < 2 || rope->rope_dim > dim ||
+       rope->rope_dim % 2 != 0 || rows % rope->heads != 0)) {
+    return cudaErrorInvalidValue;
+  }
   if (rows == 0) return 0;
-  LaunchKernel(HadamardFp4Kernel, Blocks(rows, kWarps), kThreads, 0, S(stream), x, rows, dim, dest,
-               out_f32, out_bf16);
-  return cudaGetLastError();
+  const RopeArgs r = rope != nullptr ? *rope : RopeArgs{};
+  const auto launch = [&](auto kernel) {
+    LaunchKernel(kernel, Blocks(rows, kWarps), kThreads, 0, S(stream), x, rows, dest, out_f32,
+                 out_bf16, r);
+    return static_cast<int>(cudaGetLastError());
+  };
+  return dim == 32   ? launch(HadamardFp4Kernel<1>)
+         : dim == 64 ? launch(HadamardFp4Kernel<2>)
+                     : launch(HadamardFp4Kernel<4>);
 }
 
 int GatherRows(const float* x, int64_t width, const int32_t* rows, int64_t n, float* y,

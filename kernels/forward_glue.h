@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/fused_glue.h"
+
 namespace deepinfer::kernels {
 
 /// out[t, c, :] = table[tokens[t], :] as fp32 for c < copies (the mHC streams start as copies of
@@ -24,9 +26,11 @@ int QdqFp8Rows(const float* x, int64_t rows, int64_t dim, float* y, void* stream
 /// transform, then FP4 e2m1 QDQ in blocks of 32 (HadamardTransform and QdqFp4Blocks, in that
 /// order). Row r of x [rows, dim] goes to row dest[r] (r when dest is null; nowhere when
 /// negative) of out_f32 and/or of out_bf16 (either may be null; the rounded values are exact in
-/// bf16). dim a power of two in [32, 128]; out_f32 may be x (in place, dest null).
+/// bf16). dim a power of two in [32, 128]; out_f32 may be x (in place, dest null). With `rope`
+/// (else null) each row is first rotated as Rope(x, rows / rope->heads, rope->heads, dim,
+/// rope->rope_dim, ...) (kernels/ops.h) rotates it: the indexer query's RoPE in the same launch.
 int HadamardFp4Rows(const float* x, int64_t rows, int dim, const int32_t* dest, float* out_f32,
-                    uint16_t* out_bf16, void* stream);
+                    uint16_t* out_bf16, void* stream, const RopeArgs* rope = nullptr);
 
 /// y[i, :] = x[rows[i], :] for i < n (x [*, width] fp32): the rows whose logits a step returns.
 int GatherRows(const float* x, int64_t width, const int32_t* rows, int64_t n, float* y,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/model/quant.h"
@@ -15,6 +16,7 @@
 #include "kernels/forward_glue.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_row.h"
+#include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace deepinfer {
@@ -137,6 +139,42 @@ TEST_F(ForwardGlueTest, HadamardFp4RowsIsTheIndexerRounding) {
       }
     }
   }
+}
+
+// With RoPE in the same launch (the indexer query's), the rounding gives what Rope's launch and
+// then the plain rounding give, bit for bit: pairs within a lane (dims 64 and 128) and across two
+// lanes (dim 32), a rotation of the whole row and of its trailing part, in place as the forward
+// runs it.
+TEST_F(ForwardGlueTest, HadamardFp4RowsRotatesFirstInTheSameLaunch) {
+  const int tokens = 3, heads = 4;
+  const std::vector<int64_t> positions = {7, 1000, 123456};
+  DeviceVector<int64_t> d_pos(positions);
+  for (int dim : {32, 64, 128}) {
+    for (int rope_dim : {dim, dim / 2, 2}) {
+      SCOPED_TRACE("dim " + std::to_string(dim) + " rope " + std::to_string(rope_dim));
+      std::vector<float> inv_freq(rope_dim / 2);
+      for (int i = 0; i < rope_dim / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+      DeviceVector<float> d_freq(inv_freq);
+      const int64_t rows = int64_t{tokens} * heads;
+      const auto x = Values(rows * dim);
+      DeviceVector<float> two(x), one(x);
+      ASSERT_EQ(kernels::Rope(two.get(), tokens, heads, dim, rope_dim, d_freq.get(), d_pos.get(),
+                              false, nullptr),
+                0);
+      ASSERT_EQ(
+          kernels::HadamardFp4Rows(two.get(), rows, dim, nullptr, two.get(), nullptr, nullptr), 0);
+      const kernels::RopeArgs rope{heads, dim, rope_dim, d_freq.get(), d_pos.get(), false};
+      ASSERT_EQ(kernels::HadamardFp4Rows(one.get(), rows, dim, nullptr, one.get(), nullptr, nullptr,
+                                         &rope),
+                0);
+      const auto want = two.ToHost(), got = one.ToHost();
+      for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(Bits(got[i]), Bits(want[i])) << i;
+    }
+  }
+  DeviceVector<float> x(Values(8 * 64));
+  const kernels::RopeArgs odd_rows{3, 64, 64, nullptr, d_pos.get(), false};
+  EXPECT_NE(kernels::HadamardFp4Rows(x.get(), 8, 64, nullptr, x.get(), nullptr, nullptr, &odd_rows),
+            0);
 }
 
 TEST_F(ForwardGlueTest, PackKvRowsToDestinationRows) {

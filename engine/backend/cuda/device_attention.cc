@@ -68,8 +68,10 @@ int IndexerQuery(const StepPlan& p, const DeviceLayer& L, const float* q_res_fp8
   const StepBuffers& b = p.buf;
   const int heads = c.index_n_heads, dim = c.index_head_dim;
   DI_CUDA_TRY(Dense(p, L.index_wq_b, b.q_res, rows, b.iq, s, q_res_fp8));
-  DI_CUDA_TRY(kernels::Rope(b.iq, rows, heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false, s));
-  return kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s);
+  // The RoPE in the rounding's launch: a launch fewer on the path to the indexer's scores.
+  const kernels::RopeArgs rope{heads, dim, c.rope_dim, L.inv_freq, p.in.pos, false};
+  return kernels::HadamardFp4Rows(b.iq, int64_t{rows} * heads, dim, nullptr, b.iq, nullptr, s,
+                                  c.rope_dim >= 2 ? &rope : nullptr);
 }
 
 // The indexer's pick of compressed rows for each query (CSA), after IndexerQuery and the
