@@ -26,7 +26,7 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return a | (b << 16);
 }
 
-// KeysPerBlock: 256 amortises the query's fragments; 64 gives small batches enough blocks.
+// KeysPerBlock: 256 amortises the query's fragments; 64 and 16 give small batches enough blocks.
 template <int kKeysPerBlock>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerMmaKernel(const float* __restrict__ q, const float* __restrict__ w,
@@ -112,15 +112,19 @@ int IndexerScoresMma(const float* q, const float* w, int64_t batch, int heads, c
     return static_cast<int>(cudaErrorInvalidValue);
   }
   if (batch == 0 || n_keys == 0) return 0;
-  // Two blocks per SM of a 132-SM H200 with 256 keys each, else 64.
+  // Two blocks per SM of a 132-SM H200 with 256 keys each; else 64 while that fills the SMs;
+  // else 16 (a decode step of a few queries: each block one tile of keys, no chain of tiles). A
+  // key's score does not depend on its block's size.
   const bool wide = batch * ((n_keys + 255) / 256) >= 264;
-  const int per_block = wide ? 256 : 64;
+  const int per_block = wide ? 256 : batch * ((n_keys + 63) / 64) >= 132 ? 64 : 16;
   // Queries run along grid.y, which holds at most 65,535: larger batches take several launches.
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t b = 0; b < batch; b += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>((n_keys + per_block - 1) / per_block),
                     static_cast<unsigned>(std::min(kMaxGridY, batch - b)));
-    auto kernel = wide ? IndexerMmaKernel<256> : IndexerMmaKernel<64>;
+    auto kernel = per_block == 256  ? IndexerMmaKernel<256>
+                  : per_block == 64 ? IndexerMmaKernel<64>
+                                    : IndexerMmaKernel<16>;
     LaunchKernel(kernel, grid, kWarps * 32, 0, static_cast<cudaStream_t>(stream),
                  q + b * heads * kDim, w + b * heads,
                  key_set != nullptr ? keys : keys + b * key_stride, key_stride,

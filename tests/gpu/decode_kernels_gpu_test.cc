@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -147,8 +148,9 @@ TEST_F(DecodeKernelsGpuTest, IndexerScoresOnTensorCores) {
     for (float& x : v) x = Bf16ToF32(F32ToBf16(x));
     return v;
   };
-  // 23,000 keys x 3 queries: enough blocks for the kernel's 256-key form; the others take 64.
-  for (int64_t n_keys : {1, 15, 17, 256, 1000, 23000}) {
+  // 23,000 keys x 3 queries: enough blocks for the kernel's 256-key form; 5,000 for its 64-key
+  // form; the others take 16.
+  for (int64_t n_keys : {1, 15, 17, 256, 1000, 5000, 23000}) {
     for (bool shared_keys : {false, true}) {  // decode: keys per query; prefill: one set
       const int64_t batch = 3, key_sets = shared_keys ? 1 : batch;
       const auto q = bf16(Random(batch * heads * dim)), w = Random(batch * heads);
@@ -172,6 +174,38 @@ TEST_F(DecodeKernelsGpuTest, IndexerScoresOnTensorCores) {
   }
   EXPECT_NE(kernels::IndexerScoresMma(nullptr, nullptr, 1, 32, nullptr, 0, 1, nullptr, nullptr),
             0);  // 64 heads only
+}
+
+// A query's scores are the same bits whatever else the launch scores: alone (blocks of 16 keys),
+// among 40 queries (blocks of 64) and among 200 (blocks of 256), every query the same.
+TEST_F(DecodeKernelsGpuTest, IndexerScoresDoNotDependOnTheBatch) {
+  const int heads = 64, dim = 128;
+  const int64_t n_keys = 300;
+  const auto q = Random(heads * dim), w = Random(heads), keys = Random(n_keys * dim);
+  std::vector<uint16_t> keys16(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys16[i] = F32ToBf16(keys[i]);
+  DeviceVector<uint16_t> dk(keys16);
+  std::vector<float> alone;
+  for (int64_t batch : {1, 40, 200}) {
+    std::vector<float> qs, ws;
+    for (int64_t b = 0; b < batch; ++b) {
+      qs.insert(qs.end(), q.begin(), q.end());
+      ws.insert(ws.end(), w.begin(), w.end());
+    }
+    DeviceVector<float> dq(qs), dw(ws);
+    auto out = DeviceVector<float>::Poisoned(batch * n_keys);
+    ASSERT_EQ(kernels::IndexerScoresMma(dq.get(), dw.get(), batch, heads, dk.get(), 0, n_keys,
+                                        out.get(), nullptr),
+              0);
+    const auto got = out.ToHost();
+    if (alone.empty()) alone.assign(got.begin(), got.begin() + n_keys);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t j = 0; j < n_keys; ++j) {
+        ASSERT_EQ(std::memcmp(&got[b * n_keys + j], &alone[j], sizeof(float)), 0)
+            << "batch " << batch << " query " << b << " key " << j;
+      }
+    }
+  }
 }
 
 TEST_F(DecodeKernelsGpuTest, MqaDecodeMatchesSparseAttention) {
