@@ -37,15 +37,20 @@ DI_HOST_DEVICE inline bool IsGreedy(float temperature, int32_t top_k) {
 /// comparisons leave NaN no place). Both samplers sort and compare candidates by these keys,
 /// ties by lower id.
 DI_HOST_DEVICE inline uint32_t DescendingKey(float f) {
-  if (f == 0.0f) f = 0.0f;  // -0 ties with +0
-  uint32_t u;
 #ifdef __CUDA_ARCH__
-  u = __float_as_uint(f);
-#else
-  std::memcpy(&u, &f, sizeof(u));
-#endif
+  if (f == 0.0f) f = 0.0f;  // -0 ties with +0
+  uint32_t u = __float_as_uint(f);
   u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
   return ~u;
+#else
+  // The same key without a branch: the host forms it for every id of a row, and random signs
+  // mispredicted the sign's branch half the time (~6 ns an id on the dev VM; bench/RESULTS.md).
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  u = u == 0x80000000u ? 0u : u;  // -0 ties with +0
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
+  return ~(u ^ flip);
+#endif
 }
 
 /// The logit a DescendingKey was made from (+0 for either zero).

@@ -64,6 +64,136 @@ void SortByLogit(const float* logits, int32_t n, std::vector<int32_t>& order) {
   }
 }
 
+// A top-p draw without top-k from the first kNucleusIds candidates only: the sorted draw's token
+// exactly where the cut among them is decided, else -1 (and SampleToken sorts).
+//
+// Neither a sort nor every id's exponential. A histogram of the candidates' keys by their top 16
+// bits finds the buckets holding the first kNucleusIds candidates and bounds every bucket's
+// terms by its logits' bounds. The candidates' terms are formed exactly (the sorted draw's own
+// values) with their running sums. Where those fall short of top_p times the least the total can
+// be, the nucleus ends past them and the row goes to the sort. Otherwise the terms of every
+// bucket that matters are formed exactly too, and the far buckets, whose terms together are too
+// small for their bounds' spread to matter, enter the total as an interval. The sorted total then
+// lies in an interval (widened by SumOrderSlack for the order of summing), and where every total
+// in it cuts at the same candidate (TopPCutWithin's rule), that is the sorted draw's cut; the
+// draw after it reads only the candidates' running sums.
+constexpr int32_t kNucleusIds = 2048;
+constexpr int kBucketShift = 16;
+constexpr uint32_t kBuckets = 1u << (32 - kBucketShift);
+// The far buckets' spread allowed in the total, relative to it.
+constexpr double kTailSpread = 1e-10;
+// Draws a thread sorts at once after two attempts in a row found no cut (flat rows).
+constexpr int kNucleusBackoff = 16;
+
+struct KeyBuckets {
+  std::vector<int32_t> count;
+  std::vector<double> lo, hi;  // the bounds of a bucket's terms
+  uint32_t last = 0;           // the bucket of the known-th candidate
+  double top = 0;              // the first candidate's logit
+};
+
+// The row's buckets and their terms' bounds; false for NaN logits or a non-finite first logit,
+// whose draws the sort decides.
+bool FillBuckets(const float* logits, int32_t vocab, int32_t known, double inv_t, KeyBuckets& k) {
+  k.count.assign(kBuckets, 0);
+  k.lo.resize(kBuckets);
+  k.hi.resize(kBuckets);
+  bool unordered = false;
+  for (int32_t i = 0; i < vocab; ++i) {
+    unordered |= logits[i] != logits[i];
+    ++k.count[DescendingKey(logits[i]) >> kBucketShift];
+  }
+  if (unordered) return false;
+  k.last = 0;
+  for (int32_t seen = k.count[0]; seen < known; seen += k.count[++k.last]) {
+  }
+  k.top = logits[Argmax(logits, vocab)];
+  if (!std::isfinite(k.top)) return false;
+  for (uint32_t b = 0; b < kBuckets; ++b) {
+    if (k.count[b] == 0) continue;
+    // -inf's bucket ends in NaN patterns, which no logit of the row holds: its terms are 0.
+    const float lo = KeyLogit(b << kBucketShift | 0xffffu);
+    k.hi[b] = std::exp((KeyLogit(b << kBucketShift) - k.top) * inv_t);
+    k.lo[b] = lo != lo ? 0.0 : std::exp((lo - k.top) * inv_t);
+  }
+  return true;
+}
+
+int32_t NucleusAmongSelected(const float* logits, int32_t vocab, double inv_t, float min_p,
+                             float top_p, double u) {
+  thread_local KeyBuckets k;
+  const int32_t known = std::min(kNucleusIds, vocab);
+  if (!FillBuckets(logits, vocab, known, inv_t, k)) return -1;
+  // The kept total's least (buckets whose every term is kept) and the candidates' buckets' most:
+  // where even that most falls short of the share, the row is flat, decided in one pass.
+  double least = 0, most = 0;
+  for (uint32_t b = 0; b < kBuckets; ++b) {
+    if (k.count[b] == 0) continue;
+    if (k.lo[b] >= min_p) least += k.count[b] * k.lo[b];
+    if (b <= k.last) most += k.count[b] * k.hi[b];
+  }
+  if (most < top_p * least * (1.0 - 1e-6)) return -1;
+  // The first `known` candidates in order, their exact terms and running sums.
+  thread_local std::vector<uint64_t> keys;  // (key, id): the candidates' order, total
+  keys.clear();
+  for (int32_t i = 0; i < vocab; ++i) {
+    const uint32_t key = DescendingKey(logits[i]);
+    if ((key >> kBucketShift) <= k.last) keys.push_back(uint64_t{key} << 32 | uint32_t(i));
+  }
+  if (keys.size() > 2 * static_cast<size_t>(known)) {  // a crowded last bucket (ties, masks)
+    std::nth_element(keys.begin(), keys.begin() + (known - 1), keys.end());
+    std::sort(keys.begin(), keys.begin() + known);
+  } else {
+    std::sort(keys.begin(), keys.end());
+  }
+  thread_local std::vector<double> p, prefix;
+  p.resize(known);
+  prefix.resize(known);
+  const auto id = [&](int32_t j) { return static_cast<int32_t>(static_cast<uint32_t>(keys[j])); };
+  for (int32_t j = 0; j < known; ++j) p[j] = std::exp((logits[id(j)] - k.top) * inv_t);
+  ChunkedPrefix(p.data(), known, prefix.data());
+  if (known == vocab || (min_p > 0 && p[known - 1] < min_p)) {  // every kept term is at hand
+    return id(PickCandidate(p.data(), prefix.data(), known, min_p, top_p, u));
+  }
+  const double slack = 2 * SumOrderSlack(vocab);
+  if (prefix[known - 1] < top_p * least * (1.0 - slack)) return -1;  // the nucleus ends later
+  // The far buckets, from the end while their spread stays small and (with a floor) their terms
+  // all fall below it; every other id's term exactly.
+  uint32_t exact_last = kBuckets - 1;
+  double spread = 0, tail_lo = 0, tail_hi = 0;
+  for (; exact_last > k.last; --exact_last) {
+    const uint32_t b = exact_last;
+    if (k.count[b] == 0) continue;
+    const double more = k.count[b] * (k.hi[b] - k.lo[b]);
+    if (min_p > 0 ? k.hi[b] >= min_p : spread + more > kTailSpread * least) break;
+    spread += more;
+    if (min_p == 0) {
+      tail_lo += k.count[b] * k.lo[b];
+      tail_hi += k.count[b] * k.hi[b];
+    }
+  }
+  double exact = 0;
+  int32_t kept = 0, tail = 0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    if ((DescendingKey(logits[i]) >> kBucketShift) > exact_last) {
+      ++tail;
+      continue;
+    }
+    const double t = std::exp((logits[i] - k.top) * inv_t);
+    if (min_p > 0 && t < min_p) continue;  // PickCandidate's floor: min_p times the first's 1
+    exact += t;
+    ++kept;
+  }
+  if (min_p == 0) kept += tail;  // with a floor the far terms all fall below it
+  if (kept <= known) return id(PickCandidate(p.data(), prefix.data(), kept, min_p, top_p, u));
+  const double share_lo = top_p * ((exact + tail_lo) * (1.0 - slack));
+  const double share_hi = top_p * ((exact + tail_hi) * (1.0 + slack));
+  const int32_t cut = FirstPast(prefix.data(), known, share_lo, true);
+  if (cut != FirstPast(prefix.data(), known, share_hi, true) || cut >= known) return -1;
+  const int32_t i = FirstPast(prefix.data(), cut + 1, u * prefix[cut], false);
+  return id(i <= cut ? i : cut);
+}
+
 }  // namespace
 
 void TokenHistory::Bump(int32_t t, bool output) {
@@ -131,6 +261,24 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   }
   // Candidates by descending logit; ties by lower id, so the order is fully determined.
   const int32_t n = CandidateCount(cfg.top_k, vocab);
+  if (TriesNucleusAmongSelected(cfg.temperature, cfg.top_k, cfg.top_p, vocab)) {
+    // Flat rows cost the attempt and then the sort: after two misses in a row this thread sorts
+    // the next kNucleusBackoff draws at once (the same tokens either way), as the GPU's draws do.
+    thread_local int misses = 0, skip = 0;
+    if (skip > 0) {
+      --skip;
+    } else {
+      const int32_t id = NucleusAmongSelected(logits, vocab, inv_t, cfg.min_p, cfg.top_p, u);
+      if (id >= 0) {
+        misses = 0;
+        return id;
+      }
+      if (++misses == 2) {
+        misses = 0;
+        skip = kNucleusBackoff;
+      }
+    }
+  }
   if (n <= 1024) {  // a small top-k: selecting beats sorting everything
     order.resize(vocab);
     std::iota(order.begin(), order.end(), 0);
@@ -145,6 +293,15 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cf
   for (int32_t i = 0; i < n; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
   ChunkedPrefix(p.data(), n, prefix.data());
   return order[PickCandidate(p.data(), prefix.data(), n, cfg.min_p, cfg.top_p, u)];
+}
+
+int32_t NucleusDraw(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
+                    uint64_t position) {
+  if (vocab < 1 || !TriesNucleusAmongSelected(cfg.temperature, cfg.top_k, cfg.top_p, vocab)) {
+    return -1;
+  }
+  return NucleusAmongSelected(logits, vocab, 1.0 / cfg.temperature, cfg.min_p, cfg.top_p,
+                              CounterUniform(cfg.seed, stream, position));
 }
 
 int32_t SampleToken(const float* logits, int32_t vocab, const SampleParams& p,

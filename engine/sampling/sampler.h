@@ -63,9 +63,18 @@ double CounterUniform(uint64_t seed, uint64_t stream, uint64_t position);
 /// Picks the next token from `logits` [vocab]: greedy, the largest logit (lowest id among
 /// equals); with a top-k or top-p cut, a draw over the candidates sorted by descending logit;
 /// without one, a draw over them in id order, which needs no sort (kernels/sample_pick.h,
-/// WalksIdOrder). `scratch` is reused between calls.
+/// WalksIdOrder). A top-p draw without top-k first tries NucleusDraw, which needs no sort
+/// either. `scratch` is reused between calls.
 int32_t SampleToken(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
                     uint64_t position, std::vector<int32_t>& scratch);
+/// SampleToken's top-p draw (top_p < 1, no top-k, not greedy) made from the first 2,048
+/// candidates by descending logit, which a histogram of their keys finds without sorting the
+/// row, against an interval holding the sorted total: where every total in it cuts at the same
+/// candidate (kernels/sample_pick.h, TopPCutWithin's rule) the sorted draw's token, bit for bit;
+/// else -1 (a nucleus past those candidates, or a share on the interval's edge), and SampleToken
+/// sorts. docs/gpu-sampler.md, "The host's nucleus".
+int32_t NucleusDraw(const float* logits, int32_t vocab, const SamplingConfig& cfg, uint64_t stream,
+                    uint64_t position);
 /// The same pick with one row's SampleParams (kernels/sample_pick.h: the GPU sampler's form),
 /// its stream and position included.
 int32_t SampleToken(const float* logits, int32_t vocab, const SampleParams& p,

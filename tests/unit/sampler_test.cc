@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -39,6 +40,28 @@ TEST(SamplerTest, DescendingKeysOrderLogitsAndGiveThemBack) {
   }
   EXPECT_FALSE(std::signbit(KeyLogit(DescendingKey(-0.0f))));  // either zero comes back +0
   EXPECT_TRUE(std::isnan(KeyLogit(DescendingKey(nan))));
+}
+
+// The host's branch-free key is the device's key (the comparison form, written out here) for
+// every sign and exponent and a spread of mantissas: the two samplers order candidates alike.
+TEST(SamplerTest, HostKeyIsTheDeviceKey) {
+  const auto device_form = [](float f) {
+    if (f == 0.0f) f = 0.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ~u;
+  };
+  for (uint64_t top = 0; top < (1u << 9); ++top) {  // sign and exponent
+    for (uint32_t m = 0; m < (1u << 23); m += 4093) {
+      for (uint32_t low : {0u, 1u, (1u << 23) - 1}) {
+        const uint32_t bits = static_cast<uint32_t>(top) << 23 | ((m + low) & ((1u << 23) - 1));
+        float f;
+        std::memcpy(&f, &bits, sizeof(f));
+        ASSERT_EQ(DescendingKey(f), device_form(f)) << std::hex << bits;
+      }
+    }
+  }
 }
 
 // NaN logits (a broken model's) take the sort keys' places, as on the GPU and in the radix
@@ -286,6 +309,101 @@ TEST(SamplerTest, TopPCutFromAnIdOrderTotalIsTheSortedCut) {
   EXPECT_GT(fitting, 0);   // the peaked rows' nuclei fit
   EXPECT_LT(fitting, 12);  // and the flat ones' do not
   EXPECT_EQ(decided, fitting);
+}
+
+// A top-p draw without top-k first tries the nucleus among the first 2,048 candidates
+// (NucleusDraw): where it decides, its token is the sorted draw's (PickCandidate over every
+// candidate in comparison-sort order, as SampleToken's sort draws), and SampleToken's token is
+// that draw's either way. It decides wherever the row is peaked (its nucleus fits) or a min-p
+// floor keeps fewer than 2,048 ids, and leaves a flat row's wide nucleus (top-p 0.9 at T 1) to the
+// sort.
+TEST(SamplerTest, NucleusDrawIsTheSortedDrawWhereItDecides) {
+  constexpr int32_t kVocab = 129280;
+  std::mt19937 rng(7);
+  for (float spread : {3.0f, 8.0f}) {
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> logits(kVocab);
+    for (float& v : logits) v = normal(rng);
+    std::vector<int32_t> order(kVocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return DescendingKey(logits[a]) < DescendingKey(logits[b]);
+    });
+    for (float temperature : {0.5f, 1.0f}) {
+      const double top = logits[order[0]], inv_t = 1.0 / temperature;
+      std::vector<double> p(kVocab), prefix(kVocab);
+      for (int32_t i = 0; i < kVocab; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
+      ChunkedPrefix(p.data(), kVocab, prefix.data());
+      for (float top_p : {0.5f, 0.9f}) {
+        for (float min_p : {0.0f, 0.02f}) {
+          SCOPED_TRACE(testing::Message() << "spread " << spread << " T " << temperature
+                                          << " top_p " << top_p << " min_p " << min_p);
+          const SamplingConfig cfg{
+              .temperature = temperature, .top_p = top_p, .min_p = min_p, .seed = 9};
+          int decided = 0;
+          std::vector<int32_t> scratch;
+          for (uint64_t pos = 0; pos < 16; ++pos) {
+            const double u = CounterUniform(9, 2, pos);
+            const int32_t want =
+                order[PickCandidate(p.data(), prefix.data(), kVocab, min_p, top_p, u)];
+            const int32_t got = NucleusDraw(logits.data(), kVocab, cfg, 2, pos);
+            if (got >= 0) {
+              ++decided;
+              EXPECT_EQ(got, want) << "position " << pos;
+            }
+            EXPECT_EQ(SampleToken(logits.data(), kVocab, cfg, 2, pos, scratch), want)
+                << "position " << pos;
+          }
+          if (spread == 8.0f || min_p > 0.0f) {
+            EXPECT_EQ(decided, 16);  // peaked, or a floor
+          }
+          if (spread == 3.0f && temperature == 1.0f && top_p == 0.9f && min_p == 0.0f) {
+            EXPECT_EQ(decided, 0);  // flat: that nucleus holds thousands of ids
+          }
+        }
+      }
+    }
+  }
+  SamplingConfig top_k{.temperature = 1.0f, .top_p = 0.9f, .top_k = 50};
+  const std::vector<float> row(1000, 0.5f);
+  EXPECT_EQ(NucleusDraw(row.data(), 1000, top_k, 0, 0), -1);  // a top-k sorts its candidates
+}
+
+// The nucleus among the candidates on rows a grammar or a quantised model makes: most ids masked
+// (-inf), and logits on a coarse grid (long runs of ties, ordered by id): the sorted draw's token
+// wherever it decides, and it decides on every such row here.
+TEST(SamplerTest, NucleusDrawOnMaskedAndTiedRows) {
+  constexpr int32_t kVocab = 129280;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 6.0f);
+  for (int shape = 0; shape < 3; ++shape) {
+    std::vector<float> logits(kVocab);
+    for (int32_t i = 0; i < kVocab; ++i) {
+      const float v = normal(rng);
+      logits[i] = shape == 0   ? (i % 10 == 0 ? v : -INFINITY)  // 90 % masked
+                  : shape == 1 ? std::round(v * 2.0f) / 2.0f    // ties
+                               : (i < 100 ? v : -INFINITY);     // fewer ids than candidates
+    }
+    std::vector<int32_t> order(kVocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return DescendingKey(logits[a]) < DescendingKey(logits[b]);
+    });
+    const double top = logits[order[0]];
+    std::vector<double> p(kVocab), prefix(kVocab);
+    const double inv_t = 1.0 / double{0.8f};  // SampleToken's, from the float temperature
+    for (int32_t i = 0; i < kVocab; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
+    ChunkedPrefix(p.data(), kVocab, prefix.data());
+    const SamplingConfig cfg{.temperature = 0.8f, .top_p = 0.9f, .seed = 3};
+    std::vector<int32_t> scratch;
+    for (uint64_t pos = 0; pos < 16; ++pos) {
+      SCOPED_TRACE(testing::Message() << "shape " << shape << " position " << pos);
+      const double u = CounterUniform(3, 1, pos);
+      const int32_t want = order[PickCandidate(p.data(), prefix.data(), kVocab, 0.0f, 0.9f, u)];
+      EXPECT_EQ(NucleusDraw(logits.data(), kVocab, cfg, 1, pos), want);
+      EXPECT_EQ(SampleToken(logits.data(), kVocab, cfg, 1, pos, scratch), want);
+    }
+  }
 }
 
 // A total whose top-p share lands within the slack of a prefix sum leaves the cut undecided: one
