@@ -16,6 +16,17 @@
 namespace deepinfer {
 namespace {
 
+// Every id in the candidates' order: descending logit by DescendingKey, ties by lower id (a
+// stable sort of the ids in order).
+std::vector<int32_t> CandidateOrder(const std::vector<float>& logits) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return DescendingKey(logits[a]) < DescendingKey(logits[b]);
+  });
+  return order;
+}
+
 TEST(SamplerTest, GreedyIsArgmaxWithLowerIdOnTies) {
   std::vector<int32_t> scratch;
   const float logits[] = {0.5f, 2.0f, -1.0f, 2.0f};
@@ -275,11 +286,7 @@ TEST(SamplerTest, TopPCutFromAnIdOrderTotalIsTheSortedCut) {
       std::normal_distribution<float> normal(0.0f, spread);
       std::vector<float> logits(kVocab);
       for (float& v : logits) v = normal(rng);
-      std::vector<int32_t> order(kVocab);
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-        return DescendingKey(logits[a]) < DescendingKey(logits[b]);
-      });
+      const std::vector<int32_t> order = CandidateOrder(logits);
       const double top = logits[order[0]], inv_t = 1.0 / temperature;
       std::vector<double> sorted(kVocab), by_id(kVocab), prefix(kVocab), id_prefix(kVocab);
       for (int32_t i = 0; i < kVocab; ++i) {
@@ -324,11 +331,7 @@ TEST(SamplerTest, NucleusDrawIsTheSortedDrawWhereItDecides) {
     std::normal_distribution<float> normal(0.0f, spread);
     std::vector<float> logits(kVocab);
     for (float& v : logits) v = normal(rng);
-    std::vector<int32_t> order(kVocab);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return DescendingKey(logits[a]) < DescendingKey(logits[b]);
-    });
+    const std::vector<int32_t> order = CandidateOrder(logits);
     for (float temperature : {0.5f, 1.0f}) {
       const double top = logits[order[0]], inv_t = 1.0 / temperature;
       std::vector<double> p(kVocab), prefix(kVocab);
@@ -384,11 +387,7 @@ TEST(SamplerTest, NucleusDrawOnMaskedAndTiedRows) {
                   : shape == 1 ? std::round(v * 2.0f) / 2.0f    // ties
                                : (i < 100 ? v : -INFINITY);     // fewer ids than candidates
     }
-    std::vector<int32_t> order(kVocab);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return DescendingKey(logits[a]) < DescendingKey(logits[b]);
-    });
+    const std::vector<int32_t> order = CandidateOrder(logits);
     const double top = logits[order[0]];
     std::vector<double> p(kVocab), prefix(kVocab);
     const double inv_t = 1.0 / double{0.8f};  // SampleToken's, from the float temperature
