@@ -125,7 +125,8 @@ int32_t NucleusAmongSelected(const float* logits, int32_t vocab, double inv_t, f
   const int32_t known = std::min(kNucleusIds, vocab);
   if (!FillBuckets(logits, vocab, known, inv_t, k)) return -1;
   // The kept total's least (buckets whose every term is kept) and the candidates' buckets' most:
-  // where even that most falls short of the share, the row is flat, decided in one pass.
+  // where even that most falls short of the share, the row is flat, decided in one pass. An error
+  // in either only sends a row to the sort.
   double least = 0, most = 0;
   for (uint32_t b = 0; b < kBuckets; ++b) {
     if (k.count[b] == 0) continue;
@@ -165,7 +166,9 @@ int32_t NucleusAmongSelected(const float* logits, int32_t vocab, double inv_t, f
     const uint32_t b = exact_last;
     if (k.count[b] == 0) continue;
     const double more = k.count[b] * (k.hi[b] - k.lo[b]);
-    if (min_p > 0 ? k.hi[b] >= min_p : spread + more > kTailSpread * least) break;
+    // With a floor, a bucket stays out only if its every term falls below it (a margin for an
+    // exponential one ulp off monotone: a misplaced term would change the kept total).
+    if (min_p > 0 ? k.hi[b] * (1.0 + 1e-12) >= min_p : spread + more > kTailSpread * least) break;
     spread += more;
     if (min_p == 0) {
       tail_lo += k.count[b] * k.lo[b];

@@ -405,6 +405,51 @@ TEST(SamplerTest, NucleusDrawOnMaskedAndTiedRows) {
   }
 }
 
+// Random rows, shapes and settings: SampleToken's top-p draw is the sorted draw, and NucleusDraw
+// where it decides — spreads from flat to peaked, masks, coarse grids of ties, temperatures and
+// floors (400 rows of 5,000 ids, so more than the 2,048 candidates).
+TEST(SamplerTest, NucleusDrawMatchesTheSortOnRandomRows) {
+  constexpr int32_t kVocab = 5000;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int decided = 0;
+  for (int row = 0; row < 400; ++row) {
+    const float spread = 0.3f + 12.0f * unit(rng), masked = unit(rng) < 0.3f ? unit(rng) : 0.0f;
+    const bool grid = unit(rng) < 0.3f;
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> logits(kVocab);
+    for (float& v : logits) {
+      v = unit(rng) < masked ? -INFINITY : normal(rng);
+      if (grid && std::isfinite(v)) v = std::round(v * 4.0f) / 4.0f;
+    }
+    if (masked >= 1.0f ||
+        std::none_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); })) {
+      logits[0] = 0.0f;
+    }
+    const float temperature = 0.2f + 1.6f * unit(rng), top_p = 0.05f + 0.9f * unit(rng);
+    const float min_p = unit(rng) < 0.3f ? 0.2f * unit(rng) : 0.0f;
+    const SamplingConfig cfg{
+        .temperature = temperature, .top_p = top_p, .min_p = min_p, .seed = uint64_t(row)};
+    const std::vector<int32_t> order = CandidateOrder(logits);
+    const double top = logits[order[0]], inv_t = 1.0 / temperature;
+    std::vector<double> p(kVocab), prefix(kVocab);
+    for (int32_t i = 0; i < kVocab; ++i) p[i] = std::exp((logits[order[i]] - top) * inv_t);
+    ChunkedPrefix(p.data(), kVocab, prefix.data());
+    const double u = CounterUniform(cfg.seed, 4, 0);
+    const int32_t want = order[PickCandidate(p.data(), prefix.data(), kVocab, min_p, top_p, u)];
+    SCOPED_TRACE(testing::Message() << "row " << row << " spread " << spread << " T " << temperature
+                                    << " top_p " << top_p << " min_p " << min_p);
+    const int32_t got = NucleusDraw(logits.data(), kVocab, cfg, 4, 0);
+    if (got >= 0) {
+      ++decided;
+      ASSERT_EQ(got, want);
+    }
+    std::vector<int32_t> scratch;
+    ASSERT_EQ(SampleToken(logits.data(), kVocab, cfg, 4, 0, scratch), want);
+  }
+  EXPECT_GT(decided, 200);  // most rows decide
+}
+
 // A total whose top-p share lands within the slack of a prefix sum leaves the cut undecided: one
 // end of the interval cuts there, the other at the next candidate.
 TEST(SamplerTest, TopPCutOnTheSlacksEdgeIsUndecided) {
