@@ -211,18 +211,24 @@ DI_HOST_DEVICE inline void TopPShareBounds(double total, double slack, float top
 }
 
 /// PickCandidate's top-p cut (the first i whose prefix[i] reaches top_p times the candidates'
-/// total), where only prefix[0 .. known) is at hand, exact, and the total is known to lie within
-/// `slack` of `total` (relatively: another order's sum, SumOrderSlack): i when every total in
-/// that interval cuts at the same i < known, else -1 (the cut depends on where the total lies,
-/// or falls past the known prefix). The draw after the cut reads prefix[0 .. i] only, so it is
-/// then PickCandidate's too.
+/// total), where only prefix[0 .. known) is at hand, exact, and top_p times the total is only
+/// known to lie in [lo_share, hi_share]: i when every share in that interval cuts at the same
+/// i < known, else -1 (the cut depends on where the share lies, or falls past the known prefix).
+/// The draw after the cut reads prefix[0 .. i] only, so it is then PickCandidate's too.
+DI_HOST_DEVICE inline int32_t TopPCutBetween(const double* prefix, int32_t known, double lo_share,
+                                             double hi_share) {
+  const int32_t lo = FirstPast(prefix, known, lo_share, true);
+  const int32_t hi = FirstPast(prefix, known, hi_share, true);
+  return lo == hi && hi < known ? hi : -1;
+}
+
+/// PickCandidate's top-p cut where the total is known to lie within `slack` of `total`
+/// (relatively: another order's sum, SumOrderSlack): TopPCutBetween the shares of that interval.
 DI_HOST_DEVICE inline int32_t TopPCutWithin(const double* prefix, int32_t known, double total,
                                             double slack, float top_p) {
   double lo_share, hi_share;
   TopPShareBounds(total, slack, top_p, &lo_share, &hi_share);
-  const int32_t lo = FirstPast(prefix, known, lo_share, true);
-  const int32_t hi = FirstPast(prefix, known, hi_share, true);
-  return lo == hi && hi < known ? hi : -1;
+  return TopPCutBetween(prefix, known, lo_share, hi_share);
 }
 
 }  // namespace deepinfer

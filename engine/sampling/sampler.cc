@@ -107,7 +107,7 @@ bool FillBuckets(const float* logits, int32_t vocab, int32_t known, double inv_t
   k.last = 0;
   for (int32_t seen = k.count[0]; seen < known; seen += k.count[++k.last]) {
   }
-  k.top = logits[Argmax(logits, vocab)];
+  k.top = *std::max_element(logits, logits + vocab);  // no NaN: Argmax's value, without its scan
   if (!std::isfinite(k.top)) return false;
   for (uint32_t b = 0; b < kBuckets; ++b) {
     if (k.count[b] == 0) continue;
@@ -189,10 +189,10 @@ int32_t NucleusAmongSelected(const float* logits, int32_t vocab, double inv_t, f
   }
   if (min_p == 0) kept += tail;  // with a floor the far terms all fall below it
   if (kept <= known) return id(PickCandidate(p.data(), prefix.data(), kept, min_p, top_p, u));
-  const double share_lo = top_p * ((exact + tail_lo) * (1.0 - slack));
-  const double share_hi = top_p * ((exact + tail_hi) * (1.0 + slack));
-  const int32_t cut = FirstPast(prefix.data(), known, share_lo, true);
-  if (cut != FirstPast(prefix.data(), known, share_hi, true) || cut >= known) return -1;
+  const int32_t cut =
+      TopPCutBetween(prefix.data(), known, top_p * ((exact + tail_lo) * (1.0 - slack)),
+                     top_p * ((exact + tail_hi) * (1.0 + slack)));
+  if (cut < 0) return -1;
   const int32_t i = FirstPast(prefix.data(), cut + 1, u * prefix[cut], false);
   return id(i <= cut ? i : cut);
 }
